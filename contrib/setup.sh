@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Set up everything rc_tm needs on a Debian 12 (bookworm) machine, configure
+# and build it, then run what was asked.  Run as root (or with sudo).
+#
+#   contrib/setup.sh [build]    install deps, fetch UCX source, configure, build
+#   contrib/setup.sh demo       ... then show the module loaded into ucx_info
+#   contrib/setup.sh check      ... then run the whole test suite (make check)
+#   contrib/setup.sh deps       only install deps and fetch the UCX source
+#
+# Every step leaves a stamp under $RC_TM_DEPS (default .deps/ in the tree), so
+# a second run repeats no finished work.  The UCX source is fetched from
+# Debian's source package into .deps/ and never committed.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+deps=${RC_TM_DEPS:-$top/.deps}
+build=${RC_TM_BUILD:-$top/build}
+mkdir -p "$deps"
+
+log() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else die "need root to run: $*"; fi
+}
+
+packages=(
+    build-essential autoconf automake libtool pkg-config dpkg-dev
+    libucx-dev libucx0 ucx-utils
+    libibverbs-dev rdma-core ibverbs-providers librdmacm-dev
+    libgtest-dev
+    openmpi-bin libopenmpi-dev
+    python3-matplotlib
+)
+
+install_packages() {
+    local missing=()
+    for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        log "packages: all installed"
+        return
+    fi
+    log "packages: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -q
+    as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Debian's UCX source package, the same version as the installed libucx0.
+fetch_ucx_source() {
+    local ver upstream srcdir
+    ver=$(dpkg-query -W -f='${Version}' libucx0)
+    upstream=${ver%%-*}
+    srcdir=$deps/ucx-$upstream
+    if [ -f "$deps/ucx-src.$ver.stamp" ] && [ -d "$srcdir/src/uct" ]; then
+        log "ucx source: $srcdir (ready)"
+        echo "$srcdir" > "$deps/ucx-src.path"
+        return
+    fi
+    local list=/etc/apt/sources.list.d/rc-tm-deb-src.sources
+    if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ &&
+       ! grep -qs '^deb-src' /etc/apt/sources.list; then
+        log "ucx source: adding a deb-src entry for bookworm main"
+        as_root tee "$list" >/dev/null <<SRC
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        as_root apt-get update -q
+    fi
+    log "ucx source: apt-get source ucx=$ver"
+    rm -rf "$srcdir"
+    (cd "$deps" && apt-get source -q "ucx=$ver") ||
+        die "could not fetch Debian's source package ucx=$ver (needs a deb-src entry and network access to Debian's archive)"
+    [ -d "$srcdir/src/uct" ] || die "ucx source unpacked, but $srcdir/src/uct is missing"
+    touch "$deps/ucx-src.$ver.stamp"
+    echo "$srcdir" > "$deps/ucx-src.path"
+}
+
+configure_and_build() {
+    local srcdir
+    srcdir=$(cat "$deps/ucx-src.path")
+    if [ ! -x "$top/configure" ]; then
+        log "autogen"
+        (cd "$top" && ./autogen.sh)
+    fi
+    mkdir -p "$build"
+    if [ ! -f "$build/config.status" ] || [ "$top/configure" -nt "$build/config.status" ]; then
+        log "configure (build dir $build)"
+        (cd "$build" && "$top/configure" --with-ucx-src="$srcdir" ${RC_TM_CONFIGURE_FLAGS:-})
+    fi
+    log "make"
+    make -C "$build" -j"$(nproc)" >/dev/null
+    log "built $build/src/.libs/libuct_rc_tm.so"
+}
+
+module_path() {
+    echo "$build/src/uct/rc_tm/.libs/libuct_rc_tm.so"
+}
+
+run_demo() {
+    local module
+    module=$(module_path)
+    log "LD_PRELOAD=$module ucx_info -d"
+    LD_PRELOAD=$module ucx_info -d | awk '
+        /^# Memory domain:/ { show = 0 }
+        /^# Component: rc_tm/ || /^# Memory domain: / && prev ~ /rc_tm/ { show = 1 }
+        { prev = $0 } show'
+    log "configuration: LD_PRELOAD=$module ucx_info -c | grep RC_TM"
+    LD_PRELOAD=$module ucx_info -c | grep '^UCX_RC_TM_'
+}
+
+run_check() {
+    log "make check"
+    local rc=0
+    make -C "$build" -j"$(nproc)" check || rc=$?
+    # One closing line for whoever reads the log: test programs passed/failed
+    local pass fail
+    pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
+    fail=$(sed -n 's/^# FAIL: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
+    echo "tests: ${pass:-0} passed, ${fail:-0} failed"
+    return $rc
+}
+
+action=${1:-build}
+case $action in
+    deps|build|demo|check) ;;
+    *) die "unknown action '$action' (use: deps, build, demo or check)" ;;
+esac
+
+install_packages
+fetch_ucx_source
+[ "$action" = deps ] && exit 0
+configure_and_build
+case $action in
+    demo)  run_demo ;;
+    check) run_check ;;
+esac

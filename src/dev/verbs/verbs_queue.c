@@ -1,0 +1,210 @@
+/*
+ * rdma-core verbs backend: completion queues and the tag-matching SRQ.
+ *
+ * Every CQ is an extended CQ (ibv_create_cq_ex) because only the extended
+ * interface carries tag-matching information (ibv_wc_read_tm_info), and
+ * mlx5 refuses a TM-SRQ whose CQ is not extended.
+ */
+#include "verbs_dev.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TM_VERBS_CQ_WC_FLAGS  (IBV_WC_EX_WITH_BYTE_LEN | \
+                               IBV_WC_EX_WITH_QP_NUM   | \
+                               IBV_WC_EX_WITH_TM_INFO)
+
+int tm_verbs_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
+    unsigned max_cqe    = (unsigned)dev->dev_attr.orig_attr.max_cqe;
+    struct ibv_cq_init_attr_ex attr;
+    tm_verbs_cq_t *cq;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.cqe      = (depth == 0) ? 1 : ((depth < max_cqe) ? depth : max_cqe);
+    attr.wc_flags = TM_VERBS_CQ_WC_FLAGS;
+
+    cq = calloc(1, sizeof(*cq));
+    if (cq == NULL) {
+        return ENOMEM;
+    }
+
+    errno  = 0;
+    cq->cq = ibv_create_cq_ex(dev->ctx, &attr);
+    if (cq->cq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: ibv_create_cq_ex(%u entries) failed: %s",
+                     tdev->name, attr.cqe, strerror(ret));
+        free(cq);
+        return ret;
+    }
+
+    if (attr.cqe < depth) {
+        tm_dev_debug("verbs: %s: CQ depth %u clamped to %u", tdev->name,
+                     depth, attr.cqe);
+    }
+
+    cq->super.dev = tdev;
+    *cq_p         = &cq->super;
+    return 0;
+}
+
+void tm_verbs_destroy_cq(tm_dev_cq_t *tcq)
+{
+    tm_verbs_cq_t *cq = (tm_verbs_cq_t*)tcq;
+    int ret;
+
+    ret = ibv_destroy_cq(ibv_cq_ex_to_cq(cq->cq));
+    if (ret != 0) {
+        /* A QP or SRQ still uses it: a caller bug; do not free what the
+         * library still references */
+        tm_dev_warn("verbs: %s: ibv_destroy_cq() failed: %s",
+                    tcq->dev->name, strerror(ret));
+        return;
+    }
+    free(cq);
+}
+
+void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
+{
+    wc->wr_id      = cq->wr_id;
+    wc->status     = cq->status;
+    wc->opcode     = ibv_wc_read_opcode(cq);
+    wc->byte_len   = ibv_wc_read_byte_len(cq);
+    wc->qp_num     = ibv_wc_read_qp_num(cq);
+    wc->wc_flags   = ibv_wc_read_wc_flags(cq);
+    /* Defined for failed completions only */
+    wc->vendor_err = (wc->status != IBV_WC_SUCCESS) ?
+                     ibv_wc_read_vendor_err(cq) : 0;
+    memset(&wc->tm_info, 0, sizeof(wc->tm_info));
+
+    if (wc->opcode != IBV_WC_TM_RECV) {
+        return;
+    }
+
+    ibv_wc_read_tm_info(cq, &wc->tm_info);
+    if (!(wc->wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID))) {
+        /* mlx5 reports a tagged message that matched nothing as TM_RECV
+         * with neither MATCH nor DATA_VALID.  The interface reports it as
+         * what it is: the whole message in an untagged SRQ buffer. */
+        wc->opcode = IBV_WC_RECV;
+    }
+}
+
+int tm_verbs_poll_cq(tm_dev_cq_t *tcq, int max, tm_dev_wc_t *wc)
+{
+    tm_verbs_cq_t *cq             = (tm_verbs_cq_t*)tcq;
+    struct ibv_poll_cq_attr attr  = {0};
+    int count                     = 0;
+    int ret;
+
+    if (max <= 0) {
+        return 0;
+    }
+
+    ret = ibv_start_poll(cq->cq, &attr);
+    if (ret == ENOENT) {
+        return 0;
+    } else if (ret != 0) {
+        /* No batch was started: end_poll must not be called */
+        tm_dev_error("verbs: %s: ibv_start_poll() failed: %s",
+                     tcq->dev->name, strerror(ret));
+        return -ret;
+    }
+
+    for (;;) {
+        tm_verbs_wc_read(cq->cq, &wc[count++]);
+        if (count == max) {
+            break;
+        }
+
+        ret = ibv_next_poll(cq->cq);
+        if (ret == ENOENT) {
+            break;
+        } else if (ret != 0) {
+            /* Completions already read stay valid; report them */
+            tm_dev_error("verbs: %s: ibv_next_poll() failed: %s",
+                         tcq->dev->name, strerror(ret));
+            break;
+        }
+    }
+
+    ibv_end_poll(cq->cq);
+    return count;
+}
+
+
+/*
+ * Tag-matching SRQ
+ */
+int tm_verbs_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
+                        tm_dev_srq_t **srq_p)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
+    tm_verbs_cq_t *cq   = (tm_verbs_cq_t*)recv_cq;
+    struct ibv_srq_init_attr_ex attr;
+    tm_verbs_srq_t *srq;
+    int ret;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.attr.max_wr          = dev->lim.srq_depth;
+    attr.attr.max_sge         = 1;     /* one buffer per untagged receive */
+    attr.comp_mask            = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                                IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+    attr.srq_type             = IBV_SRQT_TM;
+    attr.pd                   = dev->pd;
+    attr.cq                   = ibv_cq_ex_to_cq(cq->cq);
+    attr.tm_cap.max_num_tags  = dev->lim.max_num_tags;
+    attr.tm_cap.max_ops       = dev->lim.max_ops;
+
+    srq = calloc(1, sizeof(*srq));
+    if (srq == NULL) {
+        return ENOMEM;
+    }
+
+    errno    = 0;
+    srq->srq = ibv_create_srq_ex(dev->ctx, &attr);
+    if (srq->srq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: ibv_create_srq_ex(TM, %u tags, %u ops, "
+                     "%u buffers) failed: %s", tdev->name,
+                     dev->lim.max_num_tags, dev->lim.max_ops,
+                     dev->lim.srq_depth, strerror(ret));
+        free(srq);
+        return ret;
+    }
+
+    srq->super.dev = tdev;
+    srq->cq        = cq;
+    *srq_p         = &srq->super;
+    return 0;
+}
+
+void tm_verbs_destroy_srq(tm_dev_srq_t *tsrq)
+{
+    tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
+    int ret;
+
+    ret = ibv_destroy_srq(srq->srq);
+    if (ret != 0) {
+        tm_dev_warn("verbs: %s: ibv_destroy_srq() failed: %s",
+                    tsrq->dev->name, strerror(ret));
+        return;
+    }
+    free(srq);
+}
+
+int tm_verbs_post_srq_ops(tm_dev_srq_t *tsrq, struct ibv_ops_wr *wr,
+                          struct ibv_ops_wr **bad_wr)
+{
+    return ibv_post_srq_ops(((tm_verbs_srq_t*)tsrq)->srq, wr, bad_wr);
+}
+
+int tm_verbs_post_srq_recv(tm_dev_srq_t *tsrq, struct ibv_recv_wr *wr,
+                           struct ibv_recv_wr **bad_wr)
+{
+    return ibv_post_srq_recv(((tm_verbs_srq_t*)tsrq)->srq, wr, bad_wr);
+}

@@ -1,0 +1,106 @@
+/*
+ * rc_tm endpoint: one reliable connection of the device.
+ */
+#ifndef UCT_RC_TM_EP_H_
+#define UCT_RC_TM_EP_H_
+
+#include "rc_tm_iface.h"
+
+struct uct_rc_tm_ep {
+    uct_base_ep_t             super;
+    tm_dev_conn_t             *conn;
+    uint32_t                  qp_num;
+    int                       connected;
+    int                       fence;       /* next send waits for earlier ones */
+    unsigned                  available;   /* sends the connection can take */
+    uint64_t                  posted_sn;   /* sends posted */
+    uint64_t                  acked_sn;    /* sends completed (in order) */
+    ucs_queue_head_t          tx_ops;      /* uct_rc_tm_tx_op_t, by sn */
+    ucs_status_t              status;      /* UCS_OK, or why the ep failed */
+    ucs_arbiter_group_t       arb_group;   /* pending requests */
+};
+
+UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_tm_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_tm_ep_t, uct_ep_t);
+
+ucs_status_t uct_rc_tm_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
+ucs_status_t uct_rc_tm_ep_connect_to_ep(uct_ep_h tl_ep,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_ep_addr_t *ep_addr);
+
+ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                   const void *payload, unsigned length);
+ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                       const uct_iov_t *iov, size_t iovcnt);
+ssize_t uct_rc_tm_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                              uct_pack_callback_t pack_cb, void *arg,
+                              unsigned flags);
+ucs_status_t uct_rc_tm_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                   const void *header, unsigned header_length,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   unsigned flags, uct_completion_t *comp);
+
+ucs_status_t uct_rc_tm_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                    unsigned length, uint64_t remote_addr,
+                                    uct_rkey_t rkey);
+ssize_t uct_rc_tm_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                               void *arg, uint64_t remote_addr,
+                               uct_rkey_t rkey);
+ucs_status_t uct_rc_tm_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_rc_tm_ep_get_bcopy(uct_ep_h tl_ep,
+                                    uct_unpack_callback_t unpack_cb, void *arg,
+                                    size_t length, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t uct_rc_tm_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                    size_t iovcnt, uint64_t remote_addr,
+                                    uct_rkey_t rkey, uct_completion_t *comp);
+
+ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
+                                          const void *data, size_t length);
+ssize_t uct_rc_tm_ep_tag_eager_bcopy(uct_ep_h tl_ep, uct_tag_t tag,
+                                     uint64_t imm, uct_pack_callback_t pack_cb,
+                                     void *arg, unsigned flags);
+ucs_status_t uct_rc_tm_ep_tag_eager_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
+                                          uint64_t imm, const uct_iov_t *iov,
+                                          size_t iovcnt, unsigned flags,
+                                          uct_completion_t *comp);
+ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
+                                             const void *header,
+                                             unsigned header_length,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt, unsigned flags,
+                                             uct_completion_t *comp);
+ucs_status_t uct_rc_tm_ep_tag_rndv_cancel(uct_ep_h tl_ep, void *op);
+ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
+                                           const void *header,
+                                           unsigned header_length,
+                                           unsigned flags);
+
+ucs_status_t uct_rc_tm_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                      unsigned flags);
+void uct_rc_tm_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                                void *arg);
+ucs_arbiter_cb_result_t uct_rc_tm_ep_process_pending(ucs_arbiter_t *arbiter,
+                                                     ucs_arbiter_group_t *group,
+                                                     ucs_arbiter_elem_t *elem,
+                                                     void *arg);
+ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp);
+ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags);
+
+void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc);
+
+/* Sends a message whose first bytes are a TMH; used by the tag protocol */
+ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
+                                      size_t length, uint32_t imm_be,
+                                      int with_imm);
+ucs_status_t uct_rc_tm_ep_rdma_read(uct_rc_tm_ep_t *ep, void *buffer,
+                                    size_t length, uint32_t lkey,
+                                    uint64_t remote_addr, uint32_t rkey,
+                                    uct_rc_tm_tx_op_t *op);
+uct_rc_tm_tx_op_t *uct_rc_tm_iface_get_tx_op(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tx_op_release(uct_rc_tm_tx_op_t *op);
+
+#endif

@@ -1,0 +1,634 @@
+/*
+ * rc_tm interface: resources, progress, receive dispatch, active messages.
+ */
+#include "rc_tm_iface.h"
+#include "rc_tm_ep.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+
+#define UCT_RC_TM_IFACE_STAT_NAME(_s) [UCT_RC_TM_STAT_##_s] = #_s
+
+const char *uct_rc_tm_stat_names[] = {
+    UCT_RC_TM_IFACE_STAT_NAME(RX_EXP),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_EAGER_UNEXP),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_RNDV_EXP),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_RNDV_UNEXP),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_RNDV_INCOMPLETE),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_RNDV_REQ_EXP),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_RNDV_REQ_UNEXP),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_ADD),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_DEL),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_SYNC),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_DEL_RACE),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_FULL),
+    UCT_RC_TM_IFACE_STAT_NAME(TX_RNDV)
+};
+
+static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_rc_tm_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"SEG_SIZE", "8k",
+     "Largest active message or tagged eager message sent by copy; also the\n"
+     "size of each untagged receive buffer.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_QUEUE_LEN", "1024",
+     "Number of sends the interface keeps in flight.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"RNDV_QUEUE_LEN", "1024",
+     "Number of rendezvous sends that may wait for the receiver at once.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, rndv_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TM_EAGER_MAX", "auto",
+     "Largest tagged message sent eagerly; larger ones use rendezvous.\n"
+     "At most SEG_SIZE less the tag-matching header, which 'auto' means.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, eager_max),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TM_RNDV_MAX", "1g",
+     "Largest tagged message sent with rendezvous.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, rndv_max),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TM_SYNC_ALWAYS", "y",
+     "Every tag list operation carries software's unexpected count, so the\n"
+     "device resynchronizes at once. With 'n' only SYNC_REQ answers and\n"
+     "periodic syncs do.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, sync_always), UCS_CONFIG_TYPE_BOOL},
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
+                                  ucs_offsetof(uct_rc_tm_iface_config_t,
+                                               rx_mpool), ""),
+
+    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+                                  ucs_offsetof(uct_rc_tm_iface_config_t,
+                                               tx_mpool), ""),
+
+    {NULL}
+};
+
+
+/* ----- receive buffers ----- */
+
+
+static void uct_rc_tm_rx_elem_init(uct_iface_h tl_iface, void *obj,
+                                   uct_mem_h memh)
+{
+    ((uct_rc_tm_rx_elem_t*)obj)->lkey = ((tm_dev_mr_t*)memh)->lkey;
+}
+
+static void uct_rc_tm_tx_elem_init(uct_iface_h tl_iface, void *obj,
+                                   uct_mem_h memh)
+{
+    /* The lkey sits right before the op record */
+    *(uint32_t*)obj = ((tm_dev_mr_t*)memh)->lkey;
+}
+
+void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
+{
+    struct ibv_recv_wr wr[UCT_RC_TM_POLL_BATCH], *bad_wr;
+    struct ibv_sge sge[UCT_RC_TM_POLL_BATCH];
+    uct_rc_tm_rx_elem_t *elem;
+    unsigned count = 0;
+    int ret;
+
+    while ((iface->rx.posted + count < iface->rx.depth) &&
+           (count < UCT_RC_TM_POLL_BATCH)) {
+        elem = ucs_mpool_get_inline(&iface->rx.mp);
+        if (elem == NULL) {
+            break;
+        }
+
+        sge[count].addr   = (uintptr_t)elem + iface->rx.msg_offset;
+        sge[count].length = iface->config.seg_size;
+        sge[count].lkey   = elem->lkey;
+        wr[count].wr_id   = (uintptr_t)elem;
+        wr[count].sg_list = &sge[count];
+        wr[count].num_sge = 1;
+        wr[count].next    = &wr[count + 1];
+        ++count;
+    }
+
+    if (count == 0) {
+        return;
+    }
+
+    wr[count - 1].next = NULL;
+    ret = tm_dev_post_srq_recv(iface->srq, wr, &bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        ucs_fatal("rc_tm: failed to post %u receive buffers: %s", count,
+                  strerror(ret));
+    }
+    iface->rx.posted += count;
+}
+
+void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem)
+{
+    ucs_mpool_put_inline(elem);
+}
+
+/* UCP returns a descriptor it kept (UCS_INPROGRESS from a callback) */
+static void uct_rc_tm_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
+                                             -(ptrdiff_t)(sizeof(uct_rc_tm_rx_elem_t) +
+                                                          UCT_RC_TM_TMH_LEN)));
+}
+
+static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
+                                              struct ibv_tmh *tmh,
+                                              uint32_t length)
+{
+    uint8_t am_id = be32toh(tmh->app_ctx);
+    void *data    = tmh + 1;
+
+    if (ucs_unlikely((am_id >= UCT_AM_ID_MAX) ||
+                     (length < UCT_RC_TM_TMH_LEN))) {
+        ucs_error("rc_tm: dropped malformed active message (id %u length %u)",
+                  am_id, length);
+        return UCS_OK;
+    }
+
+    uct_rc_tm_iface_set_release_desc(iface, data);
+    return uct_iface_invoke_am(&iface->super, am_id, data,
+                               length - UCT_RC_TM_TMH_LEN,
+                               UCT_CB_PARAM_FLAG_DESC);
+}
+
+static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
+                                      const tm_dev_wc_t *wc)
+{
+    void *elem = (void*)(uintptr_t)wc->wr_id;
+    struct ibv_tmh *tmh = UCS_PTR_BYTE_OFFSET(elem, iface->rx.msg_offset);
+    ucs_status_t status;
+
+    --iface->rx.posted;
+
+    if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
+        ucs_debug("rc_tm: receive completed with %s",
+                  ibv_wc_status_str(wc->status));
+        status = UCS_OK;
+    } else if (ucs_unlikely(wc->byte_len < UCT_RC_TM_TMH_LEN)) {
+        ucs_error("rc_tm: dropped %u-byte message, shorter than its header",
+                  wc->byte_len);
+        status = UCS_OK;
+    } else if ((wc->opcode == IBV_WC_TM_NO_TAG) ||
+               (tmh->opcode == IBV_TMH_NO_TAG)) {
+        status = uct_rc_tm_iface_invoke_am(iface, tmh, wc->byte_len);
+    } else {
+        status = uct_rc_tm_tag_handle_unexp(iface, wc, tmh);
+    }
+
+    if (status != UCS_INPROGRESS) {
+        ucs_mpool_put_inline(elem);
+    }
+}
+
+
+/* ----- progress ----- */
+
+static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
+                                           const tm_dev_wc_t *wc)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
+
+    if (ucs_unlikely(it == kh_end(&iface->eps))) {
+        /* The endpoint was destroyed with this send in flight; it returned
+         * the send's credit then */
+        return;
+    }
+
+    ++iface->tx.available;
+    uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
+}
+
+static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    tm_dev_wc_t wc[UCT_RC_TM_POLL_BATCH];
+    unsigned count = 0;
+    int i, n;
+
+    n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        if ((wc[i].opcode == IBV_WC_RECV) || (wc[i].opcode == IBV_WC_TM_NO_TAG)) {
+            uct_rc_tm_iface_handle_rx(iface, &wc[i]);
+        } else {
+            uct_rc_tm_tag_handle_wc(iface, &wc[i]);
+        }
+    }
+    if (n > 0) {
+        count += n;
+        uct_rc_tm_iface_post_rx(iface);
+    } else if (ucs_unlikely(n < 0)) {
+        ucs_error("rc_tm: polling receive completions failed: %s",
+                  strerror(-n));
+    }
+
+    n = tm_dev_poll_cq(iface->send_cq, UCT_RC_TM_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
+    }
+    if (n > 0) {
+        count += n;
+        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rc_tm_ep_process_pending,
+                             NULL);
+    } else if (ucs_unlikely(n < 0)) {
+        ucs_error("rc_tm: polling send completions failed: %s", strerror(-n));
+    }
+
+    return count;
+}
+
+
+/* ----- interface operations ----- */
+
+static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
+                                          uct_iface_attr_t *attr)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    const tm_dev_caps_t *caps = &iface->md->caps;
+    size_t am_max = iface->config.seg_size - UCT_RC_TM_TMH_LEN;
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
+                      UCT_IFACE_FLAG_CB_SYNC;
+
+    attr->cap.am.max_short       = ucs_min(iface->config.max_inline,
+                                           iface->config.seg_size) -
+                                   UCT_RC_TM_TMH_LEN - sizeof(uint64_t);
+    attr->cap.am.max_bcopy       = am_max;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = am_max;
+    attr->cap.am.max_hdr         = ucs_min(iface->config.max_inline,
+                                           iface->config.seg_size) -
+                                   UCT_RC_TM_TMH_LEN;
+    attr->cap.am.max_iov         = 1;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    attr->cap.put.max_short       = iface->config.max_inline;
+    attr->cap.put.max_bcopy       = iface->config.seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = caps->max_rdma_size;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+
+    attr->cap.get.max_bcopy       = iface->config.seg_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = caps->max_rdma_size;
+    attr->cap.get.max_iov         = 1;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->device_addr_len = caps->dev_addr_len;
+    attr->iface_addr_len  = 0;
+    attr->ep_addr_len     = caps->conn_addr_len;
+    attr->max_conn_priv   = 0;
+
+    /* Comparable to a shared-memory transport on the software device */
+    attr->latency             = ucs_linear_func_make(400e-9, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = 10000.0 * UCS_MBYTE;
+    attr->overhead            = 50e-9;
+    attr->priority            = 0;
+
+    uct_rc_tm_tag_query(iface, attr);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_tm_iface_get_device_address(uct_iface_h tl_iface,
+                                                       uct_device_addr_t *addr)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    tm_dev_addr(iface->dev, addr);
+    return UCS_OK;
+}
+
+static int uct_rc_tm_iface_is_reachable(const uct_iface_h tl_iface,
+                                        const uct_device_addr_t *dev_addr,
+                                        const uct_iface_addr_t *iface_addr)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    return (dev_addr != NULL) && tm_dev_is_reachable(iface->dev, dev_addr);
+}
+
+static ucs_status_t uct_rc_tm_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                          uct_completion_t *comp)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    ucs_status_t status = UCS_OK;
+    uct_rc_tm_ep_t *ep;
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    kh_foreach_value(&iface->eps, ep, {
+        if (uct_rc_tm_ep_flush(&ep->super.super, 0, NULL) != UCS_OK) {
+            status = UCS_INPROGRESS;
+        }
+    });
+
+    if (iface->tm.rndv_in_flight > 0) {
+        status = UCS_INPROGRESS;
+    }
+    return status;
+}
+
+static void uct_rc_tm_iface_progress_enable(uct_iface_h tl_iface,
+                                            unsigned flags)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    uct_base_iface_progress_enable_cb(&iface->super,
+                                      (ucs_callback_t)uct_rc_tm_iface_progress,
+                                      flags);
+}
+
+void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
+                              uint64_t counters[UCT_RC_TM_STAT_LAST])
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    memcpy(counters, iface->stats, sizeof(iface->stats));
+}
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_tm_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_rc_tm_iface_ops = {
+    .ep_am_short              = uct_rc_tm_ep_am_short,
+    .ep_am_short_iov          = uct_rc_tm_ep_am_short_iov,
+    .ep_am_bcopy              = uct_rc_tm_ep_am_bcopy,
+    .ep_am_zcopy              = uct_rc_tm_ep_am_zcopy,
+    .ep_put_short             = uct_rc_tm_ep_put_short,
+    .ep_put_bcopy             = uct_rc_tm_ep_put_bcopy,
+    .ep_put_zcopy             = uct_rc_tm_ep_put_zcopy,
+    .ep_get_bcopy             = uct_rc_tm_ep_get_bcopy,
+    .ep_get_zcopy             = uct_rc_tm_ep_get_zcopy,
+    .ep_tag_eager_short       = uct_rc_tm_ep_tag_eager_short,
+    .ep_tag_eager_bcopy       = uct_rc_tm_ep_tag_eager_bcopy,
+    .ep_tag_eager_zcopy       = uct_rc_tm_ep_tag_eager_zcopy,
+    .ep_tag_rndv_zcopy        = uct_rc_tm_ep_tag_rndv_zcopy,
+    .ep_tag_rndv_cancel       = uct_rc_tm_ep_tag_rndv_cancel,
+    .ep_tag_rndv_request      = uct_rc_tm_ep_tag_rndv_request,
+    .iface_tag_recv_zcopy     = uct_rc_tm_iface_tag_recv_zcopy,
+    .iface_tag_recv_cancel    = uct_rc_tm_iface_tag_recv_cancel,
+    .ep_pending_add           = uct_rc_tm_ep_pending_add,
+    .ep_pending_purge         = uct_rc_tm_ep_pending_purge,
+    .ep_flush                 = uct_rc_tm_ep_flush,
+    .ep_fence                 = uct_rc_tm_ep_fence,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rc_tm_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_tm_ep_t),
+    .ep_get_address           = uct_rc_tm_ep_get_address,
+    .ep_connect_to_ep         = uct_rc_tm_ep_connect_to_ep,
+    .iface_flush              = uct_rc_tm_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_rc_tm_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_rc_tm_iface_progress,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_tm_iface_t),
+    .iface_query              = uct_rc_tm_iface_query,
+    .iface_get_device_address = uct_rc_tm_iface_get_device_address,
+    .iface_get_address        = (uct_iface_get_address_func_t)
+                                        ucs_empty_function_return_success,
+    .iface_is_reachable       = uct_rc_tm_iface_is_reachable
+};
+
+static ucs_status_t
+uct_rc_tm_iface_check_config(const uct_rc_tm_iface_config_t *config,
+                             const tm_dev_caps_t *caps)
+{
+    if ((config->seg_size <= UCT_RC_TM_RNDV_HDR_LEN) ||
+        (config->seg_size > caps->max_msg_size)) {
+        ucs_error("rc_tm: UCX_RC_TM_SEG_SIZE=%zu must be above %zu and at "
+                  "most the device's message size %u", config->seg_size,
+                  UCT_RC_TM_RNDV_HDR_LEN, caps->max_msg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((config->tx_queue_len == 0) || (config->rndv_queue_len == 0) ||
+        (config->rndv_queue_len > UINT16_MAX)) {
+        ucs_error("rc_tm: UCX_RC_TM_TX_QUEUE_LEN (%u) must be positive and "
+                  "UCX_RC_TM_RNDV_QUEUE_LEN (%u) within 1..%u",
+                  config->tx_queue_len, config->rndv_queue_len, UINT16_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    if ((config->eager_max != UCS_MEMUNITS_AUTO) &&
+        ((config->eager_max == 0) ||
+         (config->eager_max > config->seg_size - UCT_RC_TM_TMH_LEN))) {
+        ucs_error("rc_tm: UCX_RC_TM_TM_EAGER_MAX=%zu must be within 1..%zu "
+                  "(UCX_RC_TM_SEG_SIZE less the tag header)",
+                  config->eager_max, config->seg_size - UCT_RC_TM_TMH_LEN);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_tm_iface_create_queues(uct_rc_tm_iface_t *self,
+                                                  unsigned tx_queue_len)
+{
+    int ret;
+
+    ret = tm_dev_create_cq(self->dev, tx_queue_len, &self->send_cq);
+    if (ret != 0) {
+        goto err;
+    }
+
+    ret = tm_dev_create_cq(self->dev, self->rx.depth + self->md->caps.tm.max_ops +
+                                      self->md->caps.tm.max_num_tags,
+                           &self->recv_cq);
+    if (ret != 0) {
+        goto err_destroy_send_cq;
+    }
+
+    ret = tm_dev_create_srq(self->dev, self->recv_cq, &self->srq);
+    if (ret != 0) {
+        goto err_destroy_recv_cq;
+    }
+
+    return UCS_OK;
+
+err_destroy_recv_cq:
+    tm_dev_destroy_cq(self->recv_cq);
+err_destroy_send_cq:
+    tm_dev_destroy_cq(self->send_cq);
+err:
+    ucs_error("rc_tm: failed to create queues on %s: %s", self->dev->name,
+              strerror(ret));
+    return uct_rc_tm_status_from_errno(ret);
+}
+
+static void uct_rc_tm_iface_destroy_queues(uct_rc_tm_iface_t *self)
+{
+    tm_dev_destroy_srq(self->srq);
+    tm_dev_destroy_cq(self->recv_cq);
+    tm_dev_destroy_cq(self->send_cq);
+}
+
+static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    uct_rc_tm_md_t *md = ucs_derived_of(tl_md, uct_rc_tm_md_t);
+    const uct_rc_tm_iface_config_t *config =
+            ucs_derived_of(tl_config, uct_rc_tm_iface_config_t);
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("rc_tm: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_tm_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG(params->stats_root)
+                              UCS_STATS_ARG(UCT_RC_TM_NAME));
+
+    status = uct_rc_tm_iface_check_config(config, &md->caps);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    self->md                    = md;
+    self->dev                   = md->dev;
+    self->config.seg_size       = config->seg_size;
+    self->config.max_inline     = md->caps.max_inline;
+    self->config.eager_max      = (config->eager_max == UCS_MEMUNITS_AUTO) ?
+                                  config->seg_size - UCT_RC_TM_TMH_LEN :
+                                  config->eager_max;
+    self->config.rndv_max       = ucs_min(config->rndv_max,
+                                          md->caps.max_rdma_size);
+    self->config.rndv_queue_len = config->rndv_queue_len;
+    self->config.sync_always    = config->sync_always;
+    self->rx.depth              = md->caps.max_srq_wr;
+    self->rx.posted             = 0;
+    self->rx.headroom           = (params->field_mask &
+                                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                                  params->rx_headroom : 0;
+    self->rx.msg_offset         = sizeof(uct_rc_tm_rx_elem_t) +
+                                  self->rx.headroom;
+    self->rx.release_desc.cb    = uct_rc_tm_release_desc;
+    self->tx.available          = config->tx_queue_len;
+    memset(self->stats, 0, sizeof(self->stats));
+    kh_init_inplace(uct_rc_tm_qpn, &self->eps);
+    ucs_arbiter_init(&self->arbiter);
+
+    status = uct_iface_mpool_init(&self->super, &self->rx.mp,
+                                  self->rx.msg_offset + self->config.seg_size,
+                                  self->rx.msg_offset, UCS_SYS_CACHE_LINE_SIZE,
+                                  &config->rx_mpool, 256,
+                                  uct_rc_tm_rx_elem_init, "rc_tm_rx");
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->tx.mp,
+                                  sizeof(uint64_t) + sizeof(uct_rc_tm_tx_op_t) +
+                                  self->config.seg_size,
+                                  sizeof(uint64_t) + sizeof(uct_rc_tm_tx_op_t),
+                                  UCS_SYS_CACHE_LINE_SIZE, &config->tx_mpool,
+                                  256, uct_rc_tm_tx_elem_init, "rc_tm_tx");
+    if (status != UCS_OK) {
+        goto err_rx_mp;
+    }
+
+    status = uct_rc_tm_iface_create_queues(self, config->tx_queue_len);
+    if (status != UCS_OK) {
+        goto err_tx_mp;
+    }
+
+    status = uct_rc_tm_tag_init(self, params, config);
+    if (status != UCS_OK) {
+        goto err_queues;
+    }
+
+    uct_rc_tm_iface_post_rx(self);
+    if (self->rx.posted == 0) {
+        ucs_error("rc_tm: could not post any receive buffer");
+        status = UCS_ERR_NO_MEMORY;
+        goto err_tag;
+    }
+
+    return UCS_OK;
+
+err_tag:
+    uct_rc_tm_tag_cleanup(self);
+err_queues:
+    uct_rc_tm_iface_destroy_queues(self);
+err_tx_mp:
+    ucs_mpool_cleanup(&self->tx.mp, 1);
+err_rx_mp:
+    ucs_mpool_cleanup(&self->rx.mp, 1);
+err:
+    kh_destroy_inplace(uct_rc_tm_qpn, &self->eps);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
+{
+    int i;
+
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    if (kh_size(&self->eps) != 0) {
+        ucs_warn("rc_tm: iface %p closed with %u endpoints still open", self,
+                 kh_size(&self->eps));
+    }
+
+    for (i = 0; i < UCT_RC_TM_STAT_LAST; ++i) {
+        ucs_debug("rc_tm iface %p: %s %" PRIu64, self, uct_rc_tm_stat_names[i],
+                  self->stats[i]);
+    }
+
+    uct_rc_tm_tag_cleanup(self);
+    /* Destroying the SRQ flushes its buffers; they go back with the pool */
+    uct_rc_tm_iface_destroy_queues(self);
+    ucs_mpool_cleanup(&self->tx.mp, 0);
+    ucs_mpool_cleanup(&self->rx.mp, 0);
+    kh_destroy_inplace(uct_rc_tm_qpn, &self->eps);
+}
+
+UCS_CLASS_DEFINE(uct_rc_tm_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_rc_tm_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_rc_tm_iface_t, uct_iface_t);
+
+static ucs_status_t
+uct_rc_tm_query_tl_devices(uct_md_h tl_md,
+                           uct_tl_device_resource_t **tl_devices_p,
+                           unsigned *num_tl_devices_p)
+{
+    uct_rc_tm_md_t *md = ucs_derived_of(tl_md, uct_rc_tm_md_t);
+
+    return uct_single_device_resource(tl_md, md->dev->name,
+                                      UCT_DEVICE_TYPE_NET,
+                                      UCS_SYS_DEVICE_ID_UNKNOWN, tl_devices_p,
+                                      num_tl_devices_p);
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_rc_tm_component, rc_tm, uct_rc_tm_query_tl_devices,
+                    uct_rc_tm_iface_t, UCT_RC_TM_CONFIG_PREFIX,
+                    uct_rc_tm_iface_config_table, uct_rc_tm_iface_config_t);

@@ -1,0 +1,255 @@
+/*
+ * rc_tm interface: one TM-SRQ with its receive CQ, one send CQ, and the
+ * connections (endpoints) to peers, on one tag-matching device.
+ *
+ * Every message on the wire starts with struct ibv_tmh:
+ *   active message     TMH{NO_TAG, app_ctx = am_id} | payload
+ *   tag eager          TMH{EAGER, app_ctx = imm >> 32, tag} | payload,
+ *                      immediate data = low 32 bits of imm (when imm != 0)
+ *   software rndv req  TMH{EAGER, app_ctx = 0, tag} | header, imm data 0
+ *                      with IBV_WC_WITH_IMM (so never confused with eager)
+ *   rendezvous         TMH{RNDV, app_ctx = rndv op id, tag} | RVH | header
+ *   rendezvous done    TMH{FIN, app_ctx = rndv op id}
+ */
+#ifndef UCT_RC_TM_IFACE_H_
+#define UCT_RC_TM_IFACE_H_
+
+#include "rc_tm_md.h"
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_iov.inl>
+#include <ucs/arch/cpu.h>
+#include <ucs/sys/math.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/queue.h>
+#include <ucs/datastruct/list.h>
+
+#define UCT_RC_TM_POLL_BATCH       16
+#define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
+#define UCT_RC_TM_RNDV_HDR_LEN     (sizeof(struct ibv_tmh) + \
+                                    sizeof(struct ibv_rvh))
+
+typedef struct uct_rc_tm_ep uct_rc_tm_ep_t;
+
+/* Counters a user can read: uct_rc_tm_iface_counters(), and at iface close
+ * at debug level */
+typedef enum {
+    UCT_RC_TM_STAT_RX_EXP,            /* eager matched in device */
+    UCT_RC_TM_STAT_RX_EAGER_UNEXP,    /* eager unexpected (to software) */
+    UCT_RC_TM_STAT_RX_RNDV_EXP,       /* rendezvous matched in device */
+    UCT_RC_TM_STAT_RX_RNDV_UNEXP,     /* rendezvous unexpected */
+    UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE,/* rendezvous finished in software */
+    UCT_RC_TM_STAT_RX_RNDV_REQ_EXP,   /* software rndv request, matched */
+    UCT_RC_TM_STAT_RX_RNDV_REQ_UNEXP, /* software rndv request, unexpected */
+    UCT_RC_TM_STAT_LIST_ADD,
+    UCT_RC_TM_STAT_LIST_DEL,
+    UCT_RC_TM_STAT_LIST_SYNC,
+    UCT_RC_TM_STAT_LIST_DEL_RACE,     /* DEL lost to a match (IBV_WC_TM_ERR) */
+    UCT_RC_TM_STAT_LIST_FULL,         /* recv refused: device list full */
+    UCT_RC_TM_STAT_TX_RNDV,           /* rendezvous requests sent */
+    UCT_RC_TM_STAT_LAST
+} uct_rc_tm_stat_t;
+
+
+typedef struct uct_rc_tm_iface_config {
+    uct_iface_config_t        super;
+    size_t                    seg_size;      /* largest AM / eager bcopy msg */
+    unsigned                  tx_queue_len;  /* sends in flight per iface */
+    unsigned                  rndv_queue_len;/* rendezvous sends awaiting FIN */
+    size_t                    eager_max;     /* largest tagged eager message */
+    size_t                    rndv_max;      /* largest rendezvous message */
+    int                       sync_always;   /* every list op carries sync */
+    uct_iface_mpool_config_t  rx_mpool;
+    uct_iface_mpool_config_t  tx_mpool;
+} uct_rc_tm_iface_config_t;
+
+
+/* An untagged SRQ buffer: [lkey][rx headroom][message: TMH | payload].
+ * The user's receive descriptor for payload at D is D - rx_headroom, and its
+ * release pointer sits just before that (uct_recv_desc()): inside the
+ * headroom or the already parsed TMH, never in the payload. */
+typedef struct uct_rc_tm_rx_elem {
+    uint32_t lkey;
+    uint32_t reserved;
+} uct_rc_tm_rx_elem_t;
+
+
+/* Send bookkeeping for an op that needs something done when it completes */
+typedef struct uct_rc_tm_tx_op uct_rc_tm_tx_op_t;
+typedef void (*uct_rc_tm_tx_op_cb_t)(uct_rc_tm_tx_op_t *op, ucs_status_t status);
+
+struct uct_rc_tm_tx_op {
+    ucs_queue_elem_t          queue;
+    uint64_t                  sn;       /* completes with the ep's sn-th send */
+    uct_rc_tm_tx_op_cb_t      handler;
+    uct_completion_t          *comp;
+    size_t                    length;
+    union {
+        struct {                         /* get_bcopy */
+            uct_unpack_callback_t unpack_cb;
+            void                  *unpack_arg;
+        };
+        struct {                         /* rendezvous finished in software */
+            struct uct_rc_tm_recv *recv;
+            uct_rc_tm_ep_t        *ep;
+            uint64_t              tag;
+            uint32_t              app_ctx;
+        };
+    };
+    /* bcopy payload follows */
+};
+
+
+/* A receive posted with iface_tag_recv_zcopy: the shadow list entry */
+typedef enum {
+    UCT_RC_TM_RECV_LINKED    = UCS_BIT(0), /* in the shadow list: posted */
+    UCT_RC_TM_RECV_IN_DEVICE = UCS_BIT(1), /* in the device list */
+    UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(2), /* device matched it */
+    UCT_RC_TM_RECV_CANCELING = UCS_BIT(3), /* non-force cancel asked */
+    UCT_RC_TM_RECV_FORGOTTEN = UCS_BIT(4)  /* force-canceled: no callbacks */
+} uct_rc_tm_recv_flags_t;
+
+typedef struct uct_rc_tm_recv {
+    ucs_list_link_t           list;     /* shadow list, posting order */
+    ucs_queue_elem_t          del_queue;/* waiting for a list op slot */
+    uct_tag_context_t         *ctx;
+    void                      *buffer;
+    size_t                    length;
+    uct_tag_t                 tag;
+    uct_tag_t                 tag_mask;
+    uint32_t                  lkey;
+    uint32_t                  handle;   /* device list handle */
+    unsigned                  flags;    /* uct_rc_tm_recv_flags_t */
+    unsigned                  refs;     /* device entry + list ops in flight */
+} uct_rc_tm_recv_t;
+
+/* A rendezvous send waiting for FIN */
+typedef struct uct_rc_tm_rndv_op {
+    uct_completion_t          *comp;    /* NULL: free or canceled */
+    uint16_t                  gen;      /* tells a late FIN from a new op */
+    uint16_t                  next_free;
+} uct_rc_tm_rndv_op_t;
+
+
+KHASH_MAP_INIT_INT(uct_rc_tm_qpn, uct_rc_tm_ep_t*);
+KHASH_SET_INIT_INT64(uct_rc_tm_bufs);
+
+
+typedef struct uct_rc_tm_iface {
+    uct_base_iface_t          super;
+    uct_rc_tm_md_t            *md;
+    tm_dev_t                  *dev;
+    tm_dev_cq_t               *send_cq;
+    tm_dev_cq_t               *recv_cq;
+    tm_dev_srq_t              *srq;
+    khash_t(uct_rc_tm_qpn)    eps;      /* qp_num -> endpoint */
+    ucs_arbiter_t             arbiter;  /* endpoints with pending requests */
+
+    struct {
+        ucs_mpool_t           mp;       /* untagged SRQ buffers */
+        unsigned              posted;   /* buffers the SRQ holds */
+        unsigned              depth;
+        size_t                headroom;    /* the user's rx headroom */
+        size_t                msg_offset;  /* element -> message (TMH) */
+        uct_recv_desc_t       release_desc;
+    } rx;
+
+    struct {
+        ucs_mpool_t           mp;       /* bcopy buffers and op records */
+        int                   available;/* sends the send CQ can still take */
+    } tx;
+
+    struct {
+        int                   enabled;
+        uct_tag_unexp_eager_cb_t eager_cb;
+        void                  *eager_arg;
+        uct_tag_unexp_rndv_cb_t  rndv_cb;
+        void                  *rndv_arg;
+        uint32_t              unexpected_cnt; /* fully handled by software */
+        unsigned              num_tags;       /* entries the device holds */
+        unsigned              ops_in_flight;  /* list ops posted, not done */
+        int                   sync_pending;   /* SYNC_REQ not yet answered */
+        ucs_list_link_t       recvs;          /* shadow list */
+        ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
+        ucs_mpool_t           recv_mp;
+        khash_t(uct_rc_tm_bufs) bufs;         /* posted receive buffers */
+        uct_rc_tm_rndv_op_t   *rndv_ops;
+        unsigned              rndv_free;      /* free list head */
+        unsigned              rndv_in_flight;
+    } tm;
+
+    struct {
+        size_t                seg_size;
+        size_t                max_inline;
+        size_t                eager_max;
+        size_t                rndv_max;
+        unsigned              rndv_queue_len;
+        int                   sync_always;
+    } config;
+
+    uint64_t                  stats[UCT_RC_TM_STAT_LAST];
+} uct_rc_tm_iface_t;
+
+
+extern uct_tl_t uct_rc_tm_tl;
+extern const char *uct_rc_tm_stat_names[];
+
+/* Receive path (rc_tm_iface.c) */
+void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem);
+void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface);
+
+/* Tag offload (rc_tm_tag.c) */
+ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
+                                const uct_iface_params_t *params,
+                                const uct_rc_tm_iface_config_t *config);
+void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
+void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
+ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
+                                        const tm_dev_wc_t *wc,
+                                        struct ibv_tmh *tmh);
+void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
+                                   uct_rc_tm_rndv_op_t *op);
+ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
+                                            uct_tag_t tag, uct_tag_t tag_mask,
+                                            const uct_iov_t *iov,
+                                            size_t iovcnt,
+                                            uct_tag_context_t *ctx);
+ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
+                                             uct_tag_context_t *ctx,
+                                             int force);
+
+/* Counters, for tests and users (public symbol of the module) */
+void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
+                              uint64_t counters[UCT_RC_TM_STAT_LAST]);
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)
+{
+    ++iface->stats[stat];
+}
+
+/* Before handing payload (which follows a TMH) to the user with
+ * UCT_CB_PARAM_FLAG_DESC */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
+{
+    uct_recv_desc(UCS_PTR_BYTE_OFFSET(payload, -(ptrdiff_t)iface->rx.headroom)) =
+            &iface->rx.release_desc;
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_fill_tmh(struct ibv_tmh *tmh, uint8_t opcode, uint32_t app_ctx,
+                   uint64_t tag)
+{
+    tmh->opcode      = opcode;
+    tmh->reserved[0] = 0;
+    tmh->reserved[1] = 0;
+    tmh->reserved[2] = 0;
+    tmh->app_ctx     = htobe32(app_ctx);
+    tmh->tag         = htobe64(tag);
+}
+
+#endif

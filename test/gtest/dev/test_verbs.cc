@@ -1,0 +1,975 @@
+/*
+ * Tests of the rdma-core verbs backend of the tag-matching device.
+ *
+ * Without an RDMA NIC (or without kernel RDMA support) these check that the
+ * backend lists nothing, says why, and leaves the software device in place;
+ * the pure parts (limits, capabilities, addresses, completion translation
+ * over a scripted extended CQ) are checked everywhere.  Tests that need a
+ * TM-capable NIC skip with a message when none is present.
+ */
+#include <gtest/gtest.h>
+
+#include "dev/tm_dev.h"
+#include "dev/verbs/verbs_dev.h"
+
+#include <infiniband/tm_types.h>
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+/* ------------------------------------------------------------------------
+ * Log capture
+ */
+std::vector<std::string> g_log;
+
+void capture_log(tm_dev_log_level_t level, const char *file, int line,
+                 const char *fmt, va_list ap)
+{
+    char buf[512];
+
+    (void)level; (void)file; (void)line;
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    g_log.push_back(buf);
+}
+
+class log_capture {
+public:
+    log_capture()  { g_log.clear(); tm_dev_set_log_func(capture_log); }
+    ~log_capture() { tm_dev_set_log_func(NULL); }
+
+    bool contains(const std::string &s) const {
+        for (const std::string &line : g_log) {
+            if (line.find(s) != std::string::npos) {
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+/* Whether rdma-core can enumerate devices here, and how many */
+bool rdma_device_list(int *num, int *err)
+{
+    struct ibv_device **list;
+
+    errno = 0;
+    list  = ibv_get_device_list(num);
+    *err  = errno;
+    if (list == NULL) {
+        return false;
+    }
+    ibv_free_device_list(list);
+    return true;
+}
+
+tm_dev_info_t sentinel_info()
+{
+    tm_dev_info_t info;
+
+    memset(&info, 0xa5, sizeof(info));
+    return info;
+}
+
+bool is_sentinel(const tm_dev_info_t &info)
+{
+    tm_dev_info_t s = sentinel_info();
+
+    return !memcmp(&info, &s, sizeof(info));
+}
+
+} // namespace
+
+
+/* ------------------------------------------------------------------------
+ * Ops table and listing
+ */
+TEST(verbs_ops, table_is_complete)
+{
+    const tm_dev_ops_t &ops = tm_dev_verbs_ops;
+
+    ASSERT_NE(nullptr, ops.name);
+    EXPECT_STREQ("verbs", ops.name);
+    EXPECT_NE(nullptr, ops.list);
+    EXPECT_NE(nullptr, ops.open);
+    EXPECT_NE(nullptr, ops.close);
+    EXPECT_NE(nullptr, ops.query);
+    EXPECT_NE(nullptr, ops.dev_addr);
+    EXPECT_NE(nullptr, ops.is_reachable);
+    EXPECT_NE(nullptr, ops.reg_mr);
+    EXPECT_NE(nullptr, ops.dereg_mr);
+    EXPECT_NE(nullptr, ops.create_cq);
+    EXPECT_NE(nullptr, ops.destroy_cq);
+    EXPECT_NE(nullptr, ops.poll_cq);
+    EXPECT_NE(nullptr, ops.create_srq);
+    EXPECT_NE(nullptr, ops.destroy_srq);
+    EXPECT_NE(nullptr, ops.post_srq_ops);
+    EXPECT_NE(nullptr, ops.post_srq_recv);
+    EXPECT_NE(nullptr, ops.create_conn);
+    EXPECT_NE(nullptr, ops.destroy_conn);
+    EXPECT_NE(nullptr, ops.conn_addr);
+    EXPECT_NE(nullptr, ops.connect);
+    EXPECT_NE(nullptr, ops.conn_qp_num);
+    EXPECT_NE(nullptr, ops.post_send);
+
+    /* No slot left out: the table is exactly name + entry points */
+    const void *const *slot = reinterpret_cast<const void *const *>(&ops);
+    for (size_t i = 0; i < sizeof(ops) / sizeof(void*); ++i) {
+        EXPECT_NE(nullptr, slot[i]) << "slot " << i;
+    }
+}
+
+TEST(verbs_list, without_devices_adds_nothing_and_says_why)
+{
+    tm_dev_info_t info[8];
+    unsigned count = 2;   /* as if another backend had listed two */
+    int num, err;
+
+    if (rdma_device_list(&num, &err)) {
+        GTEST_SKIP() << "rdma-core lists " << num << " device(s) here; "
+                     << "this test covers ibv_get_device_list() failing";
+    }
+
+    for (tm_dev_info_t &i : info) {
+        i = sentinel_info();
+    }
+
+    log_capture log;
+    tm_dev_verbs_ops.list(info, 8, &count);
+
+    EXPECT_EQ(2u, count);
+    for (const tm_dev_info_t &i : info) {
+        EXPECT_TRUE(is_sentinel(i));
+    }
+    /* The reason, with the errno rdma-core gave, at debug level */
+    EXPECT_TRUE(log.contains("ibv_get_device_list() failed"));
+    EXPECT_TRUE(log.contains(strerror(err))) << "errno " << err;
+    EXPECT_TRUE(log.contains("errno " + std::to_string(err)));
+}
+
+TEST(verbs_list, lists_only_tm_devices_within_bounds)
+{
+    tm_dev_info_t info[4];
+    unsigned count = 1;
+    int num, err;
+
+    for (tm_dev_info_t &i : info) {
+        i = sentinel_info();
+    }
+
+    log_capture log;
+    tm_dev_verbs_ops.list(info, 3, &count);   /* info[3] must stay untouched */
+
+    ASSERT_GE(count, 1u);
+    ASSERT_LE(count, 3u);
+    EXPECT_TRUE(is_sentinel(info[0]));
+    EXPECT_TRUE(is_sentinel(info[3]));
+    for (unsigned i = 1; i < count; ++i) {
+        EXPECT_EQ(&tm_dev_verbs_ops, info[i].ops);
+        EXPECT_LT(strlen(info[i].name), (size_t)TM_DEV_NAME_MAX);
+    }
+
+    if (!rdma_device_list(&num, &err) || (num == 0)) {
+        EXPECT_EQ(1u, count);
+        EXPECT_FALSE(g_log.empty()) << "no reason given for listing nothing";
+    }
+
+    /* A full table takes nothing */
+    count = 3;
+    tm_dev_verbs_ops.list(info, 3, &count);
+    EXPECT_EQ(3u, count);
+    EXPECT_TRUE(is_sentinel(info[3]));
+}
+
+TEST(verbs_list, soft_device_is_listed_last)
+{
+    tm_dev_info_t info[16];
+    unsigned count, i;
+
+    count = tm_dev_list(info, 16);
+    ASSERT_GE(count, 1u);
+    EXPECT_STREQ("soft", info[count - 1].name);
+    EXPECT_EQ(&tm_dev_soft_ops, info[count - 1].ops);
+    for (i = 0; i + 1 < count; ++i) {
+        EXPECT_EQ(&tm_dev_verbs_ops, info[i].ops) << info[i].name;
+    }
+}
+
+TEST(verbs_open, unknown_device_fails_cleanly)
+{
+    tm_dev_info_t info;
+    tm_dev_t *dev = reinterpret_cast<tm_dev_t*>(0x1);
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    strcpy(info.name, "no_such_rdma_dev");
+    info.ops = &tm_dev_verbs_ops;
+
+    log_capture log;
+    ret = tm_dev_open(&info, NULL, &dev);
+    EXPECT_NE(0, ret);
+    EXPECT_GT(ret, 0) << "errors are positive errno values";
+    EXPECT_EQ(reinterpret_cast<tm_dev_t*>(0x1), dev) << "dev_p written on failure";
+    EXPECT_TRUE(log.contains("no_such_rdma_dev"));
+}
+
+
+/* ------------------------------------------------------------------------
+ * Capabilities and limits (pure)
+ */
+namespace {
+
+struct ibv_device_attr_ex mlx5_like_attr()
+{
+    struct ibv_device_attr_ex attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.orig_attr.max_qp_wr           = 32768;
+    attr.orig_attr.max_srq_wr          = 32767;
+    attr.orig_attr.max_sge             = 30;
+    attr.orig_attr.max_cqe             = 4194303;
+    attr.orig_attr.max_qp_rd_atom      = 16;
+    attr.orig_attr.max_qp_init_rd_atom = 16;
+    attr.orig_attr.phys_port_cnt       = 1;
+    attr.tm_caps.flags                 = IBV_TM_CAP_RC;
+    attr.tm_caps.max_num_tags          = 511;
+    attr.tm_caps.max_ops               = 32768;
+    attr.tm_caps.max_rndv_hdr_size     = 64;
+    attr.tm_caps.max_sge               = 1;
+    return attr;
+}
+
+struct ibv_port_attr active_port(uint8_t link_layer)
+{
+    struct ibv_port_attr port;
+
+    memset(&port, 0, sizeof(port));
+    port.state      = IBV_PORT_ACTIVE;
+    port.active_mtu = IBV_MTU_4096;
+    port.max_msg_sz = 1u << 30;
+    port.lid        = 7;
+    port.link_layer = link_layer;
+    return port;
+}
+
+} // namespace
+
+TEST(verbs_caps, unusable_devices_are_named)
+{
+    struct ibv_device_attr_ex attr = mlx5_like_attr();
+
+    EXPECT_EQ(nullptr, tm_verbs_tm_unusable(&attr));
+
+    attr.tm_caps.flags = 0;
+    ASSERT_NE(nullptr, tm_verbs_tm_unusable(&attr));
+    EXPECT_NE(nullptr, strstr(tm_verbs_tm_unusable(&attr), "IBV_TM_CAP_RC"));
+
+    attr = mlx5_like_attr();
+    attr.tm_caps.max_num_tags = 0;
+    ASSERT_NE(nullptr, tm_verbs_tm_unusable(&attr));
+    EXPECT_NE(nullptr, strstr(tm_verbs_tm_unusable(&attr), "max_num_tags"));
+
+    attr = mlx5_like_attr();
+    attr.tm_caps.max_ops = 0;
+    EXPECT_NE(nullptr, tm_verbs_tm_unusable(&attr));
+}
+
+TEST(verbs_caps, defaults_are_clamped_to_the_nic)
+{
+    struct ibv_device_attr_ex attr = mlx5_like_attr();
+    struct ibv_port_attr port      = active_port(IBV_LINK_LAYER_INFINIBAND);
+    tm_dev_attr_t req;
+    tm_verbs_limits_t lim;
+
+    memset(&req, 0, sizeof(req));
+    tm_verbs_limits_init(&lim, &attr, &port, &req);
+
+    EXPECT_EQ(511u, lim.max_num_tags);                /* default 1024 > NIC */
+    EXPECT_EQ((uint32_t)TM_VERBS_DEF_MAX_OPS, lim.max_ops);
+    EXPECT_EQ(64u, lim.max_rndv_hdr_size);
+    EXPECT_EQ((uint32_t)TM_VERBS_DEF_SRQ_DEPTH, lim.srq_depth);
+    EXPECT_EQ((uint32_t)TM_VERBS_DEF_SEND_WR, lim.max_send_wr);
+    EXPECT_EQ((uint32_t)TM_VERBS_MAX_SEND_SGE, lim.max_send_sge);
+    EXPECT_EQ(1u << 30, lim.max_msg_size);
+    EXPECT_EQ(1ull << 30, lim.max_rdma_size);
+    EXPECT_EQ(4096u, lim.eager_packet_size);
+    EXPECT_EQ(16, lim.max_rd_atomic);
+    EXPECT_EQ(16, lim.max_dest_rd_atomic);
+}
+
+TEST(verbs_caps, requests_are_honoured_up_to_the_nic)
+{
+    struct ibv_device_attr_ex attr = mlx5_like_attr();
+    struct ibv_port_attr port      = active_port(IBV_LINK_LAYER_INFINIBAND);
+    tm_dev_attr_t req;
+    tm_verbs_limits_t lim;
+
+    memset(&req, 0, sizeof(req));
+    req.max_num_tags      = 8;
+    req.max_ops           = 1u << 20;     /* above the NIC */
+    req.max_rndv_hdr_size = 48;
+    req.srq_depth         = 100000;       /* above the NIC */
+    req.eager_packet_size = 128;          /* soft device only: ignored */
+    req.max_msg_size      = 65536;
+    req.max_send_wr       = 16;
+    attr.orig_attr.max_qp_init_rd_atom = 4;
+    port.active_mtu       = IBV_MTU_1024;
+    tm_verbs_limits_init(&lim, &attr, &port, &req);
+
+    EXPECT_EQ(8u, lim.max_num_tags);
+    EXPECT_EQ(32768u, lim.max_ops);
+    EXPECT_EQ(48u, lim.max_rndv_hdr_size);
+    EXPECT_EQ(32767u, lim.srq_depth);
+    EXPECT_EQ(1024u, lim.eager_packet_size);
+    EXPECT_EQ(65536u, lim.max_msg_size);
+    EXPECT_EQ(16u, lim.max_send_wr);
+    EXPECT_EQ(4, lim.max_rd_atomic);
+
+    /* A larger rendezvous header than the NIC parses is clamped */
+    req.max_rndv_hdr_size = 1024;
+    tm_verbs_limits_init(&lim, &attr, &port, &req);
+    EXPECT_EQ(64u, lim.max_rndv_hdr_size);
+}
+
+TEST(verbs_caps, query_reports_what_is_in_effect)
+{
+    struct ibv_device_attr_ex attr = mlx5_like_attr();
+    struct ibv_port_attr port      = active_port(IBV_LINK_LAYER_ETHERNET);
+    tm_dev_attr_t req;
+    tm_verbs_limits_t lim;
+    tm_dev_caps_t caps;
+
+    memset(&req, 0, sizeof(req));
+    req.max_num_tags = 32;
+    req.max_ops      = 8;
+    req.srq_depth    = 256;
+    tm_verbs_limits_init(&lim, &attr, &port, &req);
+    memset(&caps, 0xff, sizeof(caps));
+    tm_verbs_caps_fill(&caps, &attr, &lim);
+
+    EXPECT_EQ((uint32_t)IBV_TM_CAP_RC, caps.tm.flags);
+    EXPECT_EQ(32u, caps.tm.max_num_tags);
+    EXPECT_EQ(8u, caps.tm.max_ops);
+    EXPECT_EQ(64u, caps.tm.max_rndv_hdr_size);
+    EXPECT_EQ(1u, caps.tm.max_sge);
+    EXPECT_EQ(256u, caps.max_srq_wr);
+    EXPECT_EQ(lim.max_send_wr, caps.max_send_wr);
+    EXPECT_EQ((uint32_t)TM_VERBS_MAX_INLINE, caps.max_inline);
+    EXPECT_EQ(1u << 30, caps.max_msg_size);
+    EXPECT_EQ(1ull << 30, caps.max_rdma_size);
+    EXPECT_EQ(4096u, caps.eager_packet_size);
+    EXPECT_EQ(sizeof(tm_verbs_dev_addr_t), caps.dev_addr_len);
+    EXPECT_EQ(sizeof(tm_verbs_conn_addr_t), caps.conn_addr_len);
+    EXPECT_LE(caps.dev_addr_len, (size_t)TM_DEV_ADDR_MAX);
+    EXPECT_LE(caps.conn_addr_len, (size_t)TM_DEV_ADDR_MAX);
+}
+
+TEST(verbs_caps, mtu_bytes)
+{
+    EXPECT_EQ(256u, tm_verbs_mtu_bytes(IBV_MTU_256));
+    EXPECT_EQ(512u, tm_verbs_mtu_bytes(IBV_MTU_512));
+    EXPECT_EQ(1024u, tm_verbs_mtu_bytes(IBV_MTU_1024));
+    EXPECT_EQ(2048u, tm_verbs_mtu_bytes(IBV_MTU_2048));
+    EXPECT_EQ(4096u, tm_verbs_mtu_bytes(IBV_MTU_4096));
+    EXPECT_EQ(0u, tm_verbs_mtu_bytes((enum ibv_mtu)0));
+    EXPECT_EQ(0u, tm_verbs_mtu_bytes((enum ibv_mtu)9));
+}
+
+
+/* ------------------------------------------------------------------------
+ * Addresses (pure)
+ */
+namespace {
+
+union ibv_gid make_gid(uint64_t prefix, uint64_t id)
+{
+    union ibv_gid gid;
+
+    gid.global.subnet_prefix = htobe64(prefix);
+    gid.global.interface_id  = htobe64(id);
+    return gid;
+}
+
+union ibv_gid ipv4_gid(uint32_t ip)
+{
+    union ibv_gid gid;
+
+    memset(&gid, 0, sizeof(gid));
+    gid.raw[10] = 0xff;
+    gid.raw[11] = 0xff;
+    memcpy(&gid.raw[12], &ip, 4);
+    return gid;
+}
+
+} // namespace
+
+TEST(verbs_addr, device_address_round_trip)
+{
+    union ibv_gid gid = make_gid(0xfe80000000000000ull, 0x0002c90300a1b2c3ull);
+    uint8_t buf[TM_DEV_ADDR_MAX];
+    tm_verbs_peer_t peer;
+
+    memset(buf, 0, sizeof(buf));
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 0x1234, &gid);
+    ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
+    EXPECT_EQ(IBV_LINK_LAYER_INFINIBAND, peer.link_layer);
+    EXPECT_EQ(0x1234, peer.lid);
+    EXPECT_EQ(0, memcmp(gid.raw, peer.gid.raw, 16));
+    /* Big endian on the wire, whatever the host */
+    EXPECT_EQ(0x12, buf[offsetof(tm_verbs_dev_addr_t, lid)]);
+    EXPECT_EQ(0x34, buf[offsetof(tm_verbs_dev_addr_t, lid) + 1]);
+}
+
+TEST(verbs_addr, connection_address_round_trip)
+{
+    union ibv_gid gid = ipv4_gid(inet_addr("10.1.2.3"));
+    uint8_t buf[TM_DEV_ADDR_MAX];
+    tm_verbs_peer_t peer;
+
+    tm_verbs_conn_addr_pack(buf, IBV_MTU_2048, 0xbeef, 0xabcdef, 0x12345678,
+                            &gid);
+    ASSERT_EQ(0, tm_verbs_conn_addr_unpack(buf, &peer));
+    EXPECT_EQ(IBV_MTU_2048, peer.mtu);
+    EXPECT_EQ(0xbeef, peer.lid);
+    EXPECT_EQ(0xabcdefu, peer.qpn);
+    EXPECT_EQ(0x345678u, peer.psn) << "PSNs are 24 bits";
+    EXPECT_EQ(0, memcmp(gid.raw, peer.gid.raw, 16));
+}
+
+TEST(verbs_addr, foreign_addresses_are_refused)
+{
+    union ibv_gid gid = make_gid(1, 2);
+    uint8_t buf[TM_DEV_ADDR_MAX];
+    tm_verbs_peer_t peer;
+
+    memset(buf, 0, sizeof(buf));
+    EXPECT_EQ(EINVAL, tm_verbs_dev_addr_unpack(buf, &peer));
+    EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
+
+    /* A device address is not a connection address and vice versa */
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 1, &gid);
+    EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
+    tm_verbs_conn_addr_pack(buf, IBV_MTU_4096, 1, 2, 3, &gid);
+    EXPECT_EQ(EINVAL, tm_verbs_dev_addr_unpack(buf, &peer));
+
+    /* A connection address with an invalid MTU */
+    buf[offsetof(tm_verbs_conn_addr_t, mtu)] = 0;
+    EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
+}
+
+TEST(verbs_addr, reachability)
+{
+    union ibv_gid ib_a  = make_gid(0xfe80000000000000ull, 1);
+    union ibv_gid ib_b  = make_gid(0xfe80000000000000ull, 2);
+    union ibv_gid ib_c  = make_gid(0xfec0000000000001ull, 3);
+    union ibv_gid v4_a  = ipv4_gid(inet_addr("10.0.0.1"));
+    union ibv_gid v4_b  = ipv4_gid(inet_addr("10.0.0.2"));
+    union ibv_gid v6    = make_gid(0xfe80000000000000ull, 0x1234);
+    uint8_t buf[TM_DEV_ADDR_MAX];
+    tm_verbs_peer_t peer;
+
+    /* IB: same subnet prefix */
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 2, &ib_b);
+    ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
+    EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ib_a, &peer));
+    EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_UNSPECIFIED, &ib_a, &peer));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ib_c, &peer));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v4_a, &peer));
+
+    /* RoCE: the same address family */
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_ETHERNET, 0, &v4_b);
+    ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
+    EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v4_a, &peer));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v6, &peer));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ib_a, &peer));
+}
+
+TEST(verbs_addr, is_reachable_refuses_foreign_addresses)
+{
+    tm_verbs_dev_t dev;
+    uint8_t buf[TM_DEV_ADDR_MAX];
+
+    memset(&dev, 0, sizeof(dev));
+    dev.super.ops             = &tm_dev_verbs_ops;
+    dev.port_attr.link_layer  = IBV_LINK_LAYER_INFINIBAND;
+    dev.gid                   = make_gid(0xfe80000000000000ull, 1);
+
+    memset(buf, 0x5a, sizeof(buf));
+    EXPECT_FALSE(tm_dev_is_reachable(&dev.super, buf));
+
+    tm_dev_addr(&dev.super, buf);
+    EXPECT_TRUE(tm_dev_is_reachable(&dev.super, buf)) << "itself";
+}
+
+
+/* ------------------------------------------------------------------------
+ * Completions, over a scripted extended CQ
+ */
+namespace {
+
+struct fake_wc {
+    uint64_t              wr_id;
+    enum ibv_wc_status    status;
+    enum ibv_wc_opcode    opcode;
+    unsigned              wc_flags;
+    uint32_t              byte_len;
+    uint32_t              qp_num;
+    uint32_t              vendor_err;
+    uint64_t              tag;
+    uint32_t              priv;
+};
+
+struct fake_cq {
+    struct ibv_cq_ex      cq;
+    std::vector<fake_wc>  wcs;
+    size_t                pos;           /* the completion being read */
+    bool                  have_current;  /* pos was handed out, not yet consumed */
+    int                   start_err;     /* start_poll error other than ENOENT */
+    size_t                next_err_at;   /* next_poll fails at this position */
+    int                   ends;          /* end_poll calls */
+    int                   vendor_reads;
+    int                   tm_reads;
+};
+
+fake_cq *g_fake;
+
+const fake_wc &cur() { return g_fake->wcs[g_fake->pos]; }
+
+void load(struct ibv_cq_ex *cq)
+{
+    cq->wr_id            = cur().wr_id;
+    cq->status           = cur().status;
+    g_fake->have_current = true;
+}
+
+int fake_start(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *)
+{
+    if (g_fake->start_err != 0) {
+        return g_fake->start_err;
+    }
+    if (g_fake->pos >= g_fake->wcs.size()) {
+        return ENOENT;
+    }
+    load(cq);
+    return 0;
+}
+
+int fake_next(struct ibv_cq_ex *cq)
+{
+    /* The current completion is consumed by moving on */
+    ++g_fake->pos;
+    g_fake->have_current = false;
+    if (g_fake->pos == g_fake->next_err_at) {
+        ++g_fake->pos;      /* a completion consumed but not parsed */
+        return EIO;
+    }
+    if (g_fake->pos >= g_fake->wcs.size()) {
+        return ENOENT;
+    }
+    load(cq);
+    return 0;
+}
+
+void fake_end(struct ibv_cq_ex *)
+{
+    ++g_fake->ends;
+    if (g_fake->have_current) {
+        ++g_fake->pos;
+        g_fake->have_current = false;
+    }
+}
+
+enum ibv_wc_opcode fake_opcode(struct ibv_cq_ex *) { return cur().opcode; }
+uint32_t fake_vendor_err(struct ibv_cq_ex *) { ++g_fake->vendor_reads; return cur().vendor_err; }
+uint32_t fake_byte_len(struct ibv_cq_ex *) { return cur().byte_len; }
+uint32_t fake_qp_num(struct ibv_cq_ex *) { return cur().qp_num; }
+unsigned int fake_wc_flags(struct ibv_cq_ex *) { return cur().wc_flags; }
+
+void fake_tm_info(struct ibv_cq_ex *, struct ibv_wc_tm_info *info)
+{
+    ++g_fake->tm_reads;
+    info->tag  = cur().tag;
+    info->priv = cur().priv;
+}
+
+class verbs_poll : public ::testing::Test {
+protected:
+    void SetUp() override {
+        memset(&m_fake.cq, 0, sizeof(m_fake.cq));
+        m_fake.cq.start_poll      = fake_start;
+        m_fake.cq.next_poll       = fake_next;
+        m_fake.cq.end_poll        = fake_end;
+        m_fake.cq.read_opcode     = fake_opcode;
+        m_fake.cq.read_vendor_err = fake_vendor_err;
+        m_fake.cq.read_byte_len   = fake_byte_len;
+        m_fake.cq.read_qp_num     = fake_qp_num;
+        m_fake.cq.read_wc_flags   = fake_wc_flags;
+        m_fake.cq.read_tm_info    = fake_tm_info;
+        m_fake.pos                = 0;
+        m_fake.have_current       = false;
+        m_fake.start_err          = 0;
+        m_fake.next_err_at        = (size_t)-1;
+        m_fake.ends               = 0;
+        m_fake.vendor_reads       = 0;
+        m_fake.tm_reads           = 0;
+        g_fake                    = &m_fake;
+
+        memset(&m_dev, 0, sizeof(m_dev));
+        strcpy(m_dev.name, "fake0");
+        m_dev.ops     = &tm_dev_verbs_ops;
+        m_cq.super.dev = &m_dev;
+        m_cq.cq        = &m_fake.cq;
+    }
+
+    void TearDown() override { g_fake = NULL; }
+
+    void add(uint64_t wr_id, enum ibv_wc_opcode opcode, unsigned flags = 0,
+             enum ibv_wc_status status = IBV_WC_SUCCESS, uint32_t len = 0,
+             uint64_t tag = 0, uint32_t priv = 0, uint32_t vendor_err = 0) {
+        fake_wc wc = {wr_id, status, opcode, flags, len, 0x77, vendor_err,
+                      tag, priv};
+        m_fake.wcs.push_back(wc);
+    }
+
+    int poll(int max, tm_dev_wc_t *wc) {
+        return tm_dev_poll_cq(&m_cq.super, max, wc);
+    }
+
+    fake_cq        m_fake;
+    tm_dev_t       m_dev;
+    tm_verbs_cq_t  m_cq;
+};
+
+} // namespace
+
+TEST_F(verbs_poll, empty_cq_returns_zero_without_end_poll)
+{
+    tm_dev_wc_t wc[4];
+
+    EXPECT_EQ(0, poll(4, wc));
+    EXPECT_EQ(0, m_fake.ends);
+    EXPECT_EQ(0, poll(0, wc));
+}
+
+TEST_F(verbs_poll, start_poll_error_is_negative_errno_without_end_poll)
+{
+    tm_dev_wc_t wc[4];
+
+    add(1, IBV_WC_SEND);
+    m_fake.start_err = EINVAL;
+    log_capture log;
+    EXPECT_EQ(-EINVAL, poll(4, wc));
+    EXPECT_EQ(0, m_fake.ends);
+    EXPECT_TRUE(log.contains("ibv_start_poll"));
+}
+
+TEST_F(verbs_poll, batches_are_bounded_by_max_and_ended)
+{
+    tm_dev_wc_t wc[4];
+
+    add(10, IBV_WC_SEND, 0, IBV_WC_SUCCESS, 0);
+    add(11, IBV_WC_RDMA_READ, 0, IBV_WC_SUCCESS, 4096);
+    add(12, IBV_WC_RDMA_WRITE);
+
+    ASSERT_EQ(2, poll(2, wc));
+    EXPECT_EQ(1, m_fake.ends);
+    EXPECT_EQ(10u, wc[0].wr_id);
+    EXPECT_EQ(IBV_WC_SEND, wc[0].opcode);
+    EXPECT_EQ(11u, wc[1].wr_id);
+    EXPECT_EQ(IBV_WC_RDMA_READ, wc[1].opcode);
+    EXPECT_EQ(4096u, wc[1].byte_len);
+    EXPECT_EQ(0x77u, wc[1].qp_num);
+
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(2, m_fake.ends);
+    EXPECT_EQ(12u, wc[0].wr_id);
+    EXPECT_EQ(IBV_WC_RDMA_WRITE, wc[0].opcode);
+
+    EXPECT_EQ(0, poll(4, wc));
+    EXPECT_EQ(2, m_fake.ends);
+    EXPECT_EQ(0, m_fake.tm_reads) << "tm info read for a non-TM completion";
+}
+
+TEST_F(verbs_poll, matched_message_keeps_tm_recv_and_tm_info)
+{
+    tm_dev_wc_t wc[4];
+
+    add(5, IBV_WC_TM_RECV, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+        IBV_WC_SUCCESS, 100, 0xfeedull, 42);
+    add(6, IBV_WC_TM_RECV, IBV_WC_TM_MATCH, IBV_WC_SUCCESS, 0, 0x1ull, 1);
+    add(6, IBV_WC_TM_RECV, IBV_WC_TM_DATA_VALID, IBV_WC_SUCCESS, 65536,
+        0x1ull, 1);
+
+    ASSERT_EQ(3, poll(4, wc));
+    EXPECT_EQ(IBV_WC_TM_RECV, wc[0].opcode);
+    EXPECT_EQ(5u, wc[0].wr_id);
+    EXPECT_EQ(100u, wc[0].byte_len);
+    EXPECT_EQ(0xfeedull, wc[0].tm_info.tag);
+    EXPECT_EQ(42u, wc[0].tm_info.priv);
+    EXPECT_EQ((unsigned)(IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID),
+              wc[0].wc_flags);
+    EXPECT_EQ(IBV_WC_TM_RECV, wc[1].opcode);
+    EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, wc[1].wc_flags);
+    EXPECT_EQ(IBV_WC_TM_RECV, wc[2].opcode);
+    EXPECT_EQ((unsigned)IBV_WC_TM_DATA_VALID, wc[2].wc_flags);
+    EXPECT_EQ(0u, wc[0].vendor_err);
+    EXPECT_EQ(0, m_fake.vendor_reads) << "vendor_err read on success";
+}
+
+TEST_F(verbs_poll, unexpected_tagged_message_is_reported_as_recv)
+{
+    tm_dev_wc_t wc[2];
+
+    /* mlx5: TM_RECV with neither MATCH nor DATA_VALID, maybe SYNC_REQ */
+    add(9, IBV_WC_TM_RECV, IBV_WC_TM_SYNC_REQ, IBV_WC_SUCCESS,
+        sizeof(struct ibv_tmh) + 10, 0xabcull, 3);
+
+    ASSERT_EQ(1, poll(2, wc));
+    EXPECT_EQ(IBV_WC_RECV, wc[0].opcode);
+    EXPECT_EQ(9u, wc[0].wr_id);
+    EXPECT_EQ(sizeof(struct ibv_tmh) + 10, wc[0].byte_len);
+    EXPECT_EQ((unsigned)IBV_WC_TM_SYNC_REQ, wc[0].wc_flags);
+    EXPECT_EQ(0xabcull, wc[0].tm_info.tag);
+}
+
+TEST_F(verbs_poll, list_and_no_tag_completions_pass_through)
+{
+    tm_dev_wc_t wc[4];
+
+    add(1, IBV_WC_TM_ADD, IBV_WC_TM_SYNC_REQ);
+    add(2, IBV_WC_TM_DEL, 0, IBV_WC_TM_ERR);
+    add(3, IBV_WC_TM_NO_TAG, 0, IBV_WC_SUCCESS, 48);
+    add(4, IBV_WC_TM_SYNC);
+
+    ASSERT_EQ(4, poll(4, wc));
+    EXPECT_EQ(IBV_WC_TM_ADD, wc[0].opcode);
+    EXPECT_EQ((unsigned)IBV_WC_TM_SYNC_REQ, wc[0].wc_flags);
+    EXPECT_EQ(IBV_WC_TM_DEL, wc[1].opcode);
+    EXPECT_EQ(IBV_WC_TM_ERR, wc[1].status);
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, wc[2].opcode);
+    EXPECT_EQ(48u, wc[2].byte_len);
+    EXPECT_EQ(0u, wc[2].tm_info.tag);
+    EXPECT_EQ(IBV_WC_TM_SYNC, wc[3].opcode);
+    EXPECT_EQ(0, m_fake.tm_reads);
+}
+
+TEST_F(verbs_poll, errors_carry_vendor_error)
+{
+    tm_dev_wc_t wc[2];
+
+    add(7, IBV_WC_SEND, 0, IBV_WC_RETRY_EXC_ERR, 0, 0, 0, 0x81);
+    add(8, IBV_WC_TM_RECV, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+        IBV_WC_TM_RNDV_INCOMPLETE, 64, 0x5ull, 9, 0);
+
+    ASSERT_EQ(2, poll(2, wc));
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc[0].status);
+    EXPECT_EQ(0x81u, wc[0].vendor_err);
+    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, wc[1].status);
+    EXPECT_EQ(IBV_WC_TM_RECV, wc[1].opcode);
+    EXPECT_EQ(0x5ull, wc[1].tm_info.tag);
+}
+
+TEST_F(verbs_poll, next_poll_error_returns_what_was_read)
+{
+    tm_dev_wc_t wc[4];
+
+    add(1, IBV_WC_SEND);
+    add(2, IBV_WC_SEND);
+    add(3, IBV_WC_SEND);
+    m_fake.next_err_at = 1;
+
+    log_capture log;
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(1u, wc[0].wr_id);
+    EXPECT_EQ(1, m_fake.ends) << "a started batch must be ended";
+    EXPECT_TRUE(log.contains("ibv_next_poll"));
+}
+
+
+/* ------------------------------------------------------------------------
+ * On a TM-capable NIC
+ */
+namespace {
+
+class verbs_hw : public ::testing::Test {
+protected:
+    void SetUp() override {
+        unsigned count = 0;
+        tm_dev_info_t info[8];
+
+        tm_dev_verbs_ops.list(info, 8, &count);
+        if (count == 0) {
+            GTEST_SKIP() << "no TM-capable RDMA NIC with an active port "
+                         << "(RC tag matching, e.g. mlx5 ConnectX-5 or later)";
+        }
+        m_info = info[0];
+
+        memset(&m_attr, 0, sizeof(m_attr));
+        m_attr.max_num_tags = 16;
+        m_attr.max_ops      = 16;
+        m_attr.srq_depth    = 64;
+        ASSERT_EQ(0, tm_dev_open(&m_info, &m_attr, &m_dev)) << m_info.name;
+        tm_dev_query(m_dev, &m_caps);
+    }
+
+    void TearDown() override {
+        if (m_dev != NULL) {
+            tm_dev_close(m_dev);
+        }
+    }
+
+    int poll_one(tm_dev_cq_t *cq, tm_dev_wc_t *wc) {
+        for (int i = 0; i < 10000000; ++i) {
+            int n = tm_dev_poll_cq(cq, 1, wc);
+            if (n != 0) {
+                return n;
+            }
+        }
+        return 0;
+    }
+
+    tm_dev_info_t  m_info;
+    tm_dev_attr_t  m_attr;
+    tm_dev_t       *m_dev = NULL;
+    tm_dev_caps_t  m_caps;
+};
+
+} // namespace
+
+TEST_F(verbs_hw, open_and_query)
+{
+    EXPECT_EQ(&tm_dev_verbs_ops, m_dev->ops);
+    EXPECT_STREQ(m_info.name, m_dev->name);
+    EXPECT_TRUE(m_caps.tm.flags & IBV_TM_CAP_RC);
+    EXPECT_EQ(16u, m_caps.tm.max_num_tags);
+    EXPECT_LE(m_caps.tm.max_ops, 16u);
+    EXPECT_EQ(64u, m_caps.max_srq_wr);
+    EXPECT_GT(m_caps.tm.max_rndv_hdr_size, 0u);
+    EXPECT_GT(m_caps.max_msg_size, 0u);
+    EXPECT_GT(m_caps.eager_packet_size, 0u);
+
+    uint8_t addr[TM_DEV_ADDR_MAX];
+    tm_dev_addr(m_dev, addr);
+    EXPECT_TRUE(tm_dev_is_reachable(m_dev, addr));
+}
+
+TEST_F(verbs_hw, reg_mr)
+{
+    std::vector<char> buf(8192);
+    tm_dev_mr_t *mr;
+
+    ASSERT_EQ(0, tm_dev_reg_mr(m_dev, buf.data(), buf.size(), 0, &mr));
+    EXPECT_EQ(m_dev, mr->dev);
+    EXPECT_EQ(buf.data(), mr->addr);
+    EXPECT_EQ(buf.size(), mr->length);
+    EXPECT_EQ(0, tm_dev_dereg_mr(mr));
+}
+
+TEST_F(verbs_hw, tagged_eager_send_over_loopback)
+{
+    const size_t size = 4096;
+    std::vector<char> buf(8 * size);
+    tm_dev_cq_t *send_cq, *recv_cq;
+    tm_dev_srq_t *srq;
+    tm_dev_conn_t *a, *b;
+    tm_dev_mr_t *mr;
+    uint8_t dev_addr[TM_DEV_ADDR_MAX], addr_a[TM_DEV_ADDR_MAX],
+            addr_b[TM_DEV_ADDR_MAX];
+    tm_dev_wc_t wc;
+
+    ASSERT_EQ(0, tm_dev_reg_mr(m_dev, buf.data(), buf.size(), 0, &mr));
+    ASSERT_EQ(0, tm_dev_create_cq(m_dev, 64, &send_cq));
+    ASSERT_EQ(0, tm_dev_create_cq(m_dev, 256, &recv_cq));
+    ASSERT_EQ(0, tm_dev_create_srq(m_dev, recv_cq, &srq));
+    ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, &a));
+    ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, &b));
+    EXPECT_NE(tm_dev_conn_qp_num(a), tm_dev_conn_qp_num(b));
+
+    tm_dev_addr(m_dev, dev_addr);
+    tm_dev_conn_addr(a, addr_a);
+    tm_dev_conn_addr(b, addr_b);
+    ASSERT_EQ(0, tm_dev_connect(a, dev_addr, addr_b));
+    ASSERT_EQ(0, tm_dev_connect(b, dev_addr, addr_a));
+
+    /* Untagged buffers (mlx5 wants a few dozen before matching) */
+    for (uint64_t i = 0; i < 40; ++i) {
+        struct ibv_sge sge = {(uintptr_t)buf.data() + 2 * size, (uint32_t)size,
+                              mr->lkey};
+        struct ibv_recv_wr wr, *bad;
+
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id   = 1000 + i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ASSERT_EQ(0, tm_dev_post_srq_recv(srq, &wr, &bad));
+    }
+
+    /* A tagged buffer for tag 0x55 */
+    struct ibv_sge tsge = {(uintptr_t)buf.data() + size, (uint32_t)size,
+                           mr->lkey};
+    struct ibv_ops_wr op, *bad_op;
+    memset(&op, 0, sizeof(op));
+    op.wr_id              = 77;
+    op.opcode             = IBV_WR_TAG_ADD;
+    op.flags              = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+    op.tm.unexpected_cnt  = 0;
+    op.tm.add.recv_wr_id  = 55;
+    op.tm.add.sg_list     = &tsge;
+    op.tm.add.num_sge     = 1;
+    op.tm.add.tag         = 0x55;
+    op.tm.add.mask        = ~0ull;
+    ASSERT_EQ(0, tm_dev_post_srq_ops(srq, &op, &bad_op));
+    ASSERT_EQ(1, poll_one(recv_cq, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_TM_ADD, wc.opcode);
+    EXPECT_EQ(77u, wc.wr_id);
+
+    /* EAGER message with tag 0x55 from a to b */
+    struct ibv_tmh *tmh = (struct ibv_tmh*)buf.data();
+    memset(tmh, 0, sizeof(*tmh));
+    tmh->opcode  = IBV_TMH_EAGER;
+    tmh->app_ctx = htonl(0x1234);
+    tmh->tag     = htobe64(0x55);
+    memset(buf.data() + sizeof(*tmh), 'x', 100);
+
+    struct ibv_sge ssge = {(uintptr_t)buf.data(),
+                           (uint32_t)(sizeof(*tmh) + 100), mr->lkey};
+    struct ibv_send_wr swr, *bad_swr;
+    memset(&swr, 0, sizeof(swr));
+    swr.wr_id      = 9;
+    swr.sg_list    = &ssge;
+    swr.num_sge    = 1;
+    swr.opcode     = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ASSERT_EQ(0, tm_dev_post_send(a, &swr, &bad_swr));
+
+    ASSERT_EQ(1, poll_one(send_cq, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(9u, wc.wr_id);
+    EXPECT_EQ(tm_dev_conn_qp_num(a), wc.qp_num);
+
+    ASSERT_EQ(1, poll_one(recv_cq, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_TM_RECV, wc.opcode);
+    EXPECT_EQ(55u, wc.wr_id);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_TM_MATCH);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_TM_DATA_VALID);
+    EXPECT_EQ(0x55ull, wc.tm_info.tag);
+    EXPECT_EQ(0x1234u, wc.tm_info.priv);
+    EXPECT_EQ(tm_dev_conn_qp_num(b), wc.qp_num);
+    EXPECT_EQ(100u, wc.byte_len);
+    EXPECT_EQ(0, memcmp(buf.data() + size, buf.data() + sizeof(*tmh), 100));
+
+    tm_dev_destroy_conn(a);
+    tm_dev_destroy_conn(b);
+    tm_dev_destroy_srq(srq);
+    tm_dev_destroy_cq(recv_cq);
+    tm_dev_destroy_cq(send_cq);
+    EXPECT_EQ(0, tm_dev_dereg_mr(mr));
+}

@@ -1,0 +1,21 @@
+# UCT-level tests: through UCX's public API, with the module linked in as an
+# application would load it.
+check_PROGRAMS += test/gtest/uct/test_uct
+TESTS          += test/gtest/uct/test_uct
+test_gtest_uct_test_uct_SOURCES = \
+	test/gtest/uct/uct_fixture.h \
+	test/gtest/uct/uct_fixture.cc \
+	test/gtest/uct/test_component.cc \
+	test/gtest/uct/test_am_rma.cc \
+	test/gtest/uct/test_tag.cc
+test_gtest_uct_test_uct_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
+test_gtest_uct_test_uct_LDADD = \
+	src/uct/rc_tm/libuct_rc_tm.la \
+	test/gtest/libgtest_main.la \
+	$(UCX_LIBS) $(GTEST_LIBS)
+test_gtest_uct_test_uct_LDFLAGS = -Wl,--no-as-needed
+
+# The module as users load it: LD_PRELOAD into stock ucx_info, and the
+# version guard with a module built for another UCX.
+TESTS      += test/ucx_info_test.sh
+EXTRA_DIST += test/ucx_info_test.sh

@@ -1,0 +1,160 @@
+/*
+ * The module registers component, memory domain and transport "rc_tm" and
+ * they are usable through UCX's public API.
+ */
+#include <gtest/gtest.h>
+
+#include <uct/api/uct.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+uct_component_h find_component(const char *name)
+{
+    uct_component_h *components;
+    unsigned count;
+    uct_component_h found = NULL;
+
+    EXPECT_EQ(UCS_OK, uct_query_components(&components, &count));
+    for (unsigned i = 0; i < count; ++i) {
+        uct_component_attr_t attr = {};
+        attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
+        EXPECT_EQ(UCS_OK, uct_component_query(components[i], &attr));
+        if (std::string(attr.name) == name) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+std::vector<std::string> md_names(uct_component_h component)
+{
+    uct_component_attr_t attr = {};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
+
+    std::vector<uct_md_resource_desc_t> rsc(attr.md_resource_count);
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = rsc.data();
+    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
+
+    std::vector<std::string> names;
+    for (const auto &r : rsc) {
+        names.push_back(r.md_name);
+    }
+    return names;
+}
+
+class rc_tm_component : public testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_component = find_component("rc_tm");
+        ASSERT_NE(nullptr, m_component) << "component rc_tm not registered";
+        std::vector<std::string> names = md_names(m_component);
+        ASSERT_FALSE(names.empty()) << "rc_tm lists no memory domain";
+        m_md_name = names.back(); /* the software device is always last */
+
+        uct_md_config_t *config;
+        ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+        ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name.c_str(), config,
+                                      &m_md));
+        uct_config_release(config);
+    }
+
+    void TearDown() override
+    {
+        if (m_md != NULL) {
+            uct_md_close(m_md);
+        }
+    }
+
+    uct_component_h m_component = nullptr;
+    std::string     m_md_name;
+    uct_md_h        m_md        = nullptr;
+};
+
+} // namespace
+
+TEST_F(rc_tm_component, software_device_is_listed)
+{
+    EXPECT_EQ("soft", m_md_name);
+}
+
+TEST_F(rc_tm_component, md_registers_memory)
+{
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_EQ(std::string("rc_tm"), attr.component_name);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_GT(attr.rkey_packed_size, 0u);
+}
+
+TEST_F(rc_tm_component, transport_rc_tm_on_md)
+{
+    uct_tl_resource_desc_t *resources;
+    unsigned count;
+    ASSERT_EQ(UCS_OK, uct_md_query_tl_resources(m_md, &resources, &count));
+
+    bool found = false;
+    for (unsigned i = 0; i < count; ++i) {
+        if (std::string(resources[i].tl_name) == "rc_tm") {
+            EXPECT_EQ(m_md_name, resources[i].dev_name);
+            found = true;
+        }
+    }
+    uct_release_tl_resource_list(resources);
+    EXPECT_TRUE(found) << "transport rc_tm not listed on md " << m_md_name;
+}
+
+TEST_F(rc_tm_component, config_variables_have_rc_tm_prefix)
+{
+    uct_md_config_t *config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+    char value[64];
+    EXPECT_EQ(UCS_OK, uct_config_get(config, "LIST_SIZE", value,
+                                     sizeof(value)));
+    EXPECT_EQ(std::string("1024"), value);
+    uct_config_release(config);
+}
+
+TEST_F(rc_tm_component, invalid_config_is_refused)
+{
+    uct_md_config_t *config;
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_SIZE", "0"));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_md_open(m_component, m_md_name.c_str(), config, &md));
+    EXPECT_NE(UCS_OK, uct_config_modify(config, "LIST_SIZE", "many"));
+    uct_config_release(config);
+}
+
+TEST_F(rc_tm_component, foreign_rkey_is_refused)
+{
+    uint64_t foreign[2] = {0x1234567812345678ull, 0};
+    uct_rkey_bundle_t bundle;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rkey_unpack(m_component, foreign, &bundle));
+}
+
+TEST_F(rc_tm_component, rkey_pack_unpack)
+{
+    std::vector<char> buffer(4096);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, buffer.data(), buffer.size(),
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    std::vector<char> packed(attr.rkey_packed_size);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &bundle));
+    EXPECT_EQ(UCS_OK, uct_rkey_release(m_component, &bundle));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
