@@ -73,9 +73,25 @@ typedef struct tm_dev_caps {
     uint32_t            max_msg_size;       /* largest SEND */
     uint64_t            max_rdma_size;      /* largest RDMA READ/WRITE */
     uint32_t            eager_packet_size;
+    uint32_t            max_send_sge;       /* gather entries of one send */
+    unsigned            flags;              /* TM_DEV_CAP_* */
     size_t              dev_addr_len;       /* bytes of a packed device address */
     size_t              conn_addr_len;      /* bytes of a packed connection address */
+    size_t              srq_addr_len;       /* bytes of a packed SRQ address */
 } tm_dev_caps_t;
+
+/* tm_dev_caps_t::flags */
+enum {
+    /* connect_to_srq: a connection the remote software does not set up */
+    TM_DEV_CAP_CONNECT_TO_SRQ = 1u << 0
+};
+
+/* Every packed device address starts with this byte, naming its backend, so
+ * is_reachable can refuse another backend's address before reading on */
+enum {
+    TM_DEV_ADDR_SOFT  = 0x53,   /* 'S' */
+    TM_DEV_ADDR_VERBS = 0x56    /* 'V' */
+};
 
 
 /* A registered memory region */
@@ -145,6 +161,19 @@ struct tm_dev_ops {
     int  (*connect)(tm_dev_conn_t *conn, const void *dev_addr,
                     const void *conn_addr);
     uint32_t (*conn_qp_num)(tm_dev_conn_t *conn);
+
+    /*
+     * Connection to a remote TM-SRQ that needs nothing of the remote
+     * software (TM_DEV_CAP_CONNECT_TO_SRQ): the remote device accepts it by
+     * itself.  Its passive half sends FIN for rendezvous the remote device
+     * matched; remote software reaches it with srq_conn() (to read a
+     * rendezvous it finishes itself, and send FIN), and its send completions
+     * go to the remote SRQ's receive CQ.  Others return EOPNOTSUPP.
+     */
+    void (*srq_addr)(tm_dev_srq_t *srq, void *addr);
+    int  (*connect_to_srq)(tm_dev_conn_t *conn, const void *dev_addr,
+                           const void *srq_addr);
+    tm_dev_conn_t *(*srq_conn)(tm_dev_srq_t *srq, uint32_t qp_num);
     /* IBV_WR_SEND (sg_list or IBV_SEND_INLINE), IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE */
     int  (*post_send)(tm_dev_conn_t *conn, struct ibv_send_wr *wr,
                       struct ibv_send_wr **bad_wr);
@@ -295,6 +324,24 @@ static inline int tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
 static inline uint32_t tm_dev_conn_qp_num(tm_dev_conn_t *conn)
 {
     return conn->dev->ops->conn_qp_num(conn);
+}
+
+static inline void tm_dev_srq_addr(tm_dev_srq_t *srq, void *addr)
+{
+    srq->dev->ops->srq_addr(srq, addr);
+}
+
+static inline int tm_dev_connect_to_srq(tm_dev_conn_t *conn,
+                                        const void *dev_addr,
+                                        const void *srq_addr)
+{
+    return conn->dev->ops->connect_to_srq(conn, dev_addr, srq_addr);
+}
+
+static inline tm_dev_conn_t *tm_dev_srq_conn(tm_dev_srq_t *srq,
+                                             uint32_t qp_num)
+{
+    return srq->dev->ops->srq_conn(srq, qp_num);
 }
 
 static inline int tm_dev_post_send(tm_dev_conn_t *conn, struct ibv_send_wr *wr,

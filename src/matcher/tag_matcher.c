@@ -1,13 +1,14 @@
 /*
  * Software tag matcher: see tag_matcher.h for the interface.
  *
- * Layout: a matcher has one group per distinct mask.  A group is a hash
- * table with linear probing whose slots are {key, first entry}; the entries
- * sharing a key form a doubly linked list in sequence order, the first one's
- * prev pointing to the last one so that appending needs no extra field in
- * the slot.  Tables hold at most half as many keys as slots, so a lookup
- * usually reads one cache line, and slots are freed by backward shifting
- * (no tombstones, lookups never slow down with churn).
+ * Layout: a matcher has one group per distinct mask.  A group is a chained
+ * hash table: a bucket points to the first entry of a key, which chains to
+ * the first entry of the next key in that bucket.  The entries sharing a key
+ * form a doubly linked list in sequence order, the first one's prev pointing
+ * to the last one, so that appending needs nothing but the first entry.
+ * Everything is linked through the entries: a table is one pointer per
+ * bucket, at most one key per bucket on average, and removing an entry is a
+ * few pointer updates, without loops or branches that depend on the data.
  */
 
 #include "tag_matcher.h"
@@ -17,7 +18,7 @@
 #include <string.h>
 
 
-#define TM_MATCHER_MIN_SLOTS    16
+#define TM_MATCHER_MIN_BUCKETS  16
 #define TM_MATCHER_MIN_GROUPS   4
 #define TM_MATCHER_CACHE_LINE   64
 
@@ -25,14 +26,8 @@
 #define tm_matcher_unlikely(_x) __builtin_expect(!!(_x), 0)
 
 
-typedef struct tm_matcher_slot {
-    uint64_t                  key;   /* masked tag */
-    tm_matcher_entry_t        *head; /* oldest entry with this key; NULL: free */
-} tm_matcher_slot_t;
-
-
-static inline size_t tm_matcher_group_home(const tm_matcher_group_t *g,
-                                           uint64_t key)
+static inline size_t tm_matcher_group_bucket(const tm_matcher_group_t *g,
+                                             uint64_t key)
 {
     /* Fibonacci hashing: the top bits of the product depend on every bit of
      * the key, which matters because masked tags differ in arbitrary bit
@@ -41,50 +36,20 @@ static inline size_t tm_matcher_group_home(const tm_matcher_group_t *g,
     return (size_t)((key * 0x9e3779b97f4a7c15ull) >> g->shift);
 }
 
-static inline tm_matcher_slot_t *
-tm_matcher_group_lookup(const tm_matcher_group_t *g, uint64_t key)
+/*
+ * The link that points to the first entry with key: a bucket or the chain
+ * field of the previous key's first entry.  If there is no such entry, the
+ * link at the end of the bucket's chain, which points to NULL.
+ */
+static inline tm_matcher_entry_t **
+tm_matcher_group_find(const tm_matcher_group_t *g, uint64_t key)
 {
-    size_t i = tm_matcher_group_home(g, key);
-    tm_matcher_slot_t *slot;
+    tm_matcher_entry_t **link = &g->buckets[tm_matcher_group_bucket(g, key)];
 
-    for (;;) {
-        slot = &g->slots[i];
-        if (slot->head == NULL) {
-            return NULL;
-        }
-        if (slot->key == key) {
-            return slot;
-        }
-        i = (i + 1) & g->slot_mask;
+    while ((*link != NULL) && ((*link)->tag != key)) {
+        link = &(*link)->chain;
     }
-}
-
-/* The slot holding key, or the free slot where it would go */
-static inline tm_matcher_slot_t *
-tm_matcher_group_probe(const tm_matcher_group_t *g, uint64_t key)
-{
-    size_t i = tm_matcher_group_home(g, key);
-    tm_matcher_slot_t *slot;
-
-    for (;;) {
-        slot = &g->slots[i];
-        if ((slot->head == NULL) || (slot->key == key)) {
-            return slot;
-        }
-        i = (i + 1) & g->slot_mask;
-    }
-}
-
-static tm_matcher_slot_t *tm_matcher_slots_alloc(size_t nslots)
-{
-    size_t size = nslots * sizeof(tm_matcher_slot_t);
-    void *slots;
-
-    if (posix_memalign(&slots, TM_MATCHER_CACHE_LINE, size) != 0) {
-        return NULL;
-    }
-    memset(slots, 0, size);
-    return slots;
+    return link;
 }
 
 static unsigned tm_matcher_log2(size_t n)
@@ -92,84 +57,71 @@ static unsigned tm_matcher_log2(size_t n)
     return (unsigned)(63 - __builtin_clzll(n));
 }
 
-/* Rehash into nslots slots (a power of 2, more than twice nkeys) */
-static int tm_matcher_group_resize(tm_matcher_group_t *g, size_t nslots)
+static tm_matcher_entry_t **tm_matcher_buckets_alloc(size_t nbuckets)
 {
-    tm_matcher_slot_t *old_slots = g->slots;
-    size_t old_nslots            = g->slot_mask + 1;
-    tm_matcher_slot_t *slots, *slot;
+    size_t size = nbuckets * sizeof(tm_matcher_entry_t*);
+    void *buckets;
+
+    if (posix_memalign(&buckets, TM_MATCHER_CACHE_LINE, size) != 0) {
+        return NULL;
+    }
+    memset(buckets, 0, size);
+    return buckets;
+}
+
+/* Rehash into nbuckets buckets (a power of 2) */
+static int tm_matcher_group_resize(tm_matcher_group_t *g, size_t nbuckets)
+{
+    tm_matcher_entry_t **old_buckets = g->buckets;
+    size_t old_nbuckets              = g->bucket_mask + 1;
+    tm_matcher_entry_t **buckets, *first, *chain, **bucket;
     size_t i;
 
-    slots = tm_matcher_slots_alloc(nslots);
-    if (slots == NULL) {
+    buckets = tm_matcher_buckets_alloc(nbuckets);
+    if (buckets == NULL) {
         return -ENOMEM;
     }
 
-    g->slots     = slots;
-    g->slot_mask = nslots - 1;
-    g->shift     = 64 - tm_matcher_log2(nslots);
-    for (i = 0; i < old_nslots; ++i) {
-        if (old_slots[i].head != NULL) {
-            slot  = tm_matcher_group_probe(g, old_slots[i].key);
-            *slot = old_slots[i];
+    g->buckets     = buckets;
+    g->bucket_mask = nbuckets - 1;
+    g->shift       = 64 - tm_matcher_log2(nbuckets);
+    for (i = 0; i < old_nbuckets; ++i) {
+        for (first = old_buckets[i]; first != NULL; first = chain) {
+            chain        = first->chain;
+            bucket       = &buckets[tm_matcher_group_bucket(g, first->tag)];
+            first->chain = *bucket;
+            *bucket      = first;
         }
     }
 
-    free(old_slots);
+    free(old_buckets);
     return 0;
 }
 
-/* Make room for nkeys keys at a load factor of at most 1/2 */
+/* Make room for nkeys keys, at most one per bucket on average */
 static int tm_matcher_group_reserve(tm_matcher_group_t *g, size_t nkeys)
 {
-    size_t nslots = g->slot_mask + 1;
+    size_t nbuckets = g->bucket_mask + 1;
 
-    if (nkeys * 2 <= nslots) {
+    if (nkeys <= nbuckets) {
         return 0;
     }
 
-    while (nkeys * 2 > nslots) {
-        nslots *= 2;
+    while (nkeys > nbuckets) {
+        nbuckets *= 2;
     }
-    return tm_matcher_group_resize(g, nslots);
-}
-
-/* Free a slot by moving later entries of its probe run back into it */
-static void tm_matcher_group_slot_free(tm_matcher_group_t *g,
-                                       tm_matcher_slot_t *slot)
-{
-    tm_matcher_slot_t *slots = g->slots;
-    size_t mask              = g->slot_mask;
-    size_t hole              = slot - slots;
-    size_t i                 = hole;
-    size_t home;
-
-    for (;;) {
-        i = (i + 1) & mask;
-        if (slots[i].head == NULL) {
-            break;
-        }
-        /* Move unless the key's home lies cyclically in (hole, i] */
-        home = tm_matcher_group_home(g, slots[i].key);
-        if (((i - home) & mask) >= ((i - hole) & mask)) {
-            slots[hole] = slots[i];
-            hole        = i;
-        }
-    }
-
-    slots[hole].head = NULL;
-    --g->nkeys;
+    return tm_matcher_group_resize(g, nbuckets);
 }
 
 static int tm_matcher_group_init(tm_matcher_group_t *g, uint64_t mask)
 {
-    g->mask      = mask;
-    g->count     = 0;
-    g->nkeys     = 0;
-    g->slot_mask = TM_MATCHER_MIN_SLOTS - 1;
-    g->shift     = 64 - tm_matcher_log2(TM_MATCHER_MIN_SLOTS);
-    g->slots     = tm_matcher_slots_alloc(TM_MATCHER_MIN_SLOTS);
-    return (g->slots == NULL) ? -ENOMEM : 0;
+    g->mask        = mask;
+    g->count       = 0;
+    g->nkeys       = 0;
+    g->bucket_mask = TM_MATCHER_MIN_BUCKETS - 1;
+    g->shift       = 64 - tm_matcher_log2(TM_MATCHER_MIN_BUCKETS);
+    g->buckets     = tm_matcher_buckets_alloc(TM_MATCHER_MIN_BUCKETS);
+    return (g->buckets == NULL) ? -ENOMEM : 0;
 }
 
 static void tm_matcher_group_swap(tm_matcher_t *m, unsigned i, unsigned j)
@@ -214,7 +166,7 @@ static int tm_matcher_group_index(tm_matcher_t *m, uint64_t mask)
     }
 
     if (m->nactive < m->ngroups) {
-        /* An empty group: its table is all free slots, whatever its mask */
+        /* An empty group: its buckets are all empty, whatever its mask */
         i                 = m->ngroups - 1;
         m->groups[i].mask = mask;
         return i;
@@ -284,11 +236,11 @@ static inline void tm_matcher_order_del(tm_matcher_link_t *link)
     link->next->prev = link->prev;
 }
 
-/* Insert e into the list of its key, in sequence order */
-static void tm_matcher_key_insert(tm_matcher_slot_t *slot,
+/* Insert e into the list of the key whose first entry *link is */
+static void tm_matcher_key_insert(tm_matcher_entry_t **link,
                                   tm_matcher_entry_t *e)
 {
-    tm_matcher_entry_t *first = slot->head;
+    tm_matcher_entry_t *first = *link;
     tm_matcher_entry_t *last  = first->prev;
     tm_matcher_entry_t *pos;
 
@@ -298,10 +250,12 @@ static void tm_matcher_key_insert(tm_matcher_slot_t *slot,
         last->next  = e;
         first->prev = e;
     } else if (first->seq > e->seq) {
+        /* e becomes the first entry, in the bucket chain instead of first */
+        e->chain    = first->chain;
         e->prev     = last;
         e->next     = first;
         first->prev = e;
-        slot->head  = e;
+        *link       = e;
     } else {
         /* Stops at the first entry at the latest: first->seq <= e->seq */
         for (pos = last; pos->seq > e->seq; pos = pos->prev) {
@@ -332,8 +286,8 @@ static int tm_matcher_insert(tm_matcher_t *m, tm_matcher_entry_t *e,
                              uint64_t tag, uint64_t mask, void *arg,
                              uint64_t seq)
 {
+    tm_matcher_entry_t **link;
     tm_matcher_group_t *g;
-    tm_matcher_slot_t *slot;
 
     g = tm_matcher_group_get(m, mask);
     if (tm_matcher_unlikely(g == NULL)) {
@@ -345,24 +299,25 @@ static int tm_matcher_insert(tm_matcher_t *m, tm_matcher_entry_t *e,
     e->seq  = seq;
     e->arg  = arg;
 
-    slot = tm_matcher_group_probe(g, e->tag);
-    if (slot->head == NULL) {
-        if (tm_matcher_unlikely((g->nkeys + 1) * 2 > g->slot_mask + 1)) {
+    link = tm_matcher_group_find(g, e->tag);
+    if (*link == NULL) {
+        if (tm_matcher_unlikely(g->nkeys == g->bucket_mask + 1)) {
             if (tm_matcher_group_reserve(g, g->nkeys + 1) != 0) {
                 if (g->count == 0) {
                     tm_matcher_group_swap(m, g - m->groups, --m->nactive);
                 }
                 return -ENOMEM;
             }
-            slot = tm_matcher_group_probe(g, e->tag);
+            link = tm_matcher_group_find(g, e->tag);
         }
-        slot->key  = e->tag;
-        slot->head = e;
-        e->prev    = e;
-        e->next    = NULL;
+        /* A new key, at the end of its bucket's chain */
+        e->chain = NULL;
+        e->prev  = e;
+        e->next  = NULL;
+        *link    = e;
         ++g->nkeys;
     } else {
-        tm_matcher_key_insert(slot, e);
+        tm_matcher_key_insert(link, e);
     }
 
     if (tm_matcher_likely((m->order.prev == &m->order) ||
@@ -378,21 +333,27 @@ static int tm_matcher_insert(tm_matcher_t *m, tm_matcher_entry_t *e,
     return 0;
 }
 
-/* Unlink e, found in slot (NULL: look it up if needed), from its group */
+/*
+ * Unlink e from its group.  link: the link pointing to e if e is the first
+ * entry of its key and the caller knows it, NULL otherwise.
+ */
 static void tm_matcher_unlink(tm_matcher_t *m, tm_matcher_group_t *g,
-                              tm_matcher_slot_t *slot, tm_matcher_entry_t *e)
+                              tm_matcher_entry_t **link, tm_matcher_entry_t *e)
 {
     tm_matcher_entry_t *next = e->next;
 
     if (tm_matcher_entry_is_first(e)) {
-        if (slot == NULL) {
-            slot = tm_matcher_group_lookup(g, e->tag);
+        if (link == NULL) {
+            link = tm_matcher_group_find(g, e->tag);
         }
         if (next == NULL) {
-            tm_matcher_group_slot_free(g, slot);
+            *link = e->chain;
+            --g->nkeys;
         } else {
-            next->prev = e->prev;
-            slot->head = next;
+            /* next becomes the first entry of the key */
+            next->chain = e->chain;
+            next->prev  = e->prev;
+            *link       = next;
         }
     } else {
         e->prev->next = next;
@@ -400,10 +361,10 @@ static void tm_matcher_unlink(tm_matcher_t *m, tm_matcher_group_t *g,
             next->prev = e->prev;
         } else {
             /* e was the last one: the first one points to its predecessor */
-            if (slot == NULL) {
-                slot = tm_matcher_group_lookup(g, e->tag);
+            if (link == NULL) {
+                link = tm_matcher_group_find(g, e->tag);
             }
-            slot->head->prev = e->prev;
+            (*link)->prev = e->prev;
         }
     }
 
@@ -435,7 +396,7 @@ void tm_matcher_cleanup(tm_matcher_t *m)
     unsigned i;
 
     for (i = 0; i < m->ngroups; ++i) {
-        free(m->groups[i].slots);
+        free(m->groups[i].buckets);
     }
     free(m->groups);
     m->groups  = NULL;
@@ -466,24 +427,32 @@ void tm_matcher_remove(tm_matcher_t *m, tm_matcher_entry_t *e)
     tm_matcher_unlink(m, tm_matcher_active_group(m, e->mask), NULL, e);
 }
 
+/* The link to the first entry with key in g, NULL if there is none */
+static inline tm_matcher_entry_t **
+tm_matcher_group_lookup(const tm_matcher_group_t *g, uint64_t key)
+{
+    tm_matcher_entry_t **link = tm_matcher_group_find(g, key);
+
+    return (*link != NULL) ? link : NULL;
+}
+
 /* Earliest entry matched by tag, and where it is */
 static inline tm_matcher_entry_t *
 tm_matcher_find(const tm_matcher_t *m, uint64_t tag,
-                tm_matcher_group_t **group_p, tm_matcher_slot_t **slot_p)
+                tm_matcher_group_t **group_p, tm_matcher_entry_t ***link_p)
 {
     tm_matcher_entry_t *best = NULL;
+    tm_matcher_entry_t **link;
     tm_matcher_group_t *g;
-    tm_matcher_slot_t *slot;
     unsigned i;
 
     for (i = 0; i < m->nactive; ++i) {
         g    = &m->groups[i];
-        slot = tm_matcher_group_lookup(g, tag & g->mask);
-        if ((slot != NULL) &&
-            ((best == NULL) || (slot->head->seq < best->seq))) {
-            best     = slot->head;
+        link = tm_matcher_group_lookup(g, tag & g->mask);
+        if ((link != NULL) && ((best == NULL) || ((*link)->seq < best->seq))) {
+            best     = *link;
             *group_p = g;
-            *slot_p  = slot;
+            *link_p  = link;
         }
     }
     return best;
@@ -491,32 +460,34 @@ tm_matcher_find(const tm_matcher_t *m, uint64_t tag,
 
 tm_matcher_entry_t *tm_matcher_match(tm_matcher_t *m, uint64_t tag)
 {
+    tm_matcher_entry_t **link;
     tm_matcher_group_t *g;
-    tm_matcher_slot_t *slot;
     tm_matcher_entry_t *e;
 
-    e = tm_matcher_find(m, tag, &g, &slot);
+    e = tm_matcher_find(m, tag, &g, &link);
     if (e != NULL) {
-        tm_matcher_unlink(m, g, slot, e);
+        tm_matcher_unlink(m, g, link, e);
     }
     return e;
 }
 
 tm_matcher_entry_t *tm_matcher_peek(tm_matcher_t *m, uint64_t tag)
 {
+    tm_matcher_entry_t **link;
     tm_matcher_group_t *g;
-    tm_matcher_slot_t *slot;
 
-    return tm_matcher_find(m, tag, &g, &slot);
+    return tm_matcher_find(m, tag, &g, &link);
 }
 
 tm_matcher_entry_t *tm_matcher_search(tm_matcher_t *m, uint64_t tag,
                                       uint64_t mask, int remove)
 {
-    tm_matcher_entry_t *best = NULL;
-    tm_matcher_group_t *best_g = NULL, *g;
-    tm_matcher_slot_t *best_slot = NULL, *slot;
-    tm_matcher_link_t *link;
+    tm_matcher_entry_t *best        = NULL;
+    tm_matcher_group_t *best_g      = NULL;
+    tm_matcher_entry_t **best_link  = NULL;
+    tm_matcher_entry_t **link;
+    tm_matcher_link_t *order;
+    tm_matcher_group_t *g;
     unsigned i;
 
     if (mask == TM_MATCHER_MASK_FULL) {
@@ -526,18 +497,18 @@ tm_matcher_entry_t *tm_matcher_search(tm_matcher_t *m, uint64_t tag,
             if ((tag & g->mask) != tag) {
                 continue;
             }
-            slot = tm_matcher_group_lookup(g, tag);
-            if ((slot != NULL) &&
-                ((best == NULL) || (slot->head->seq < best->seq))) {
-                best      = slot->head;
+            link = tm_matcher_group_lookup(g, tag);
+            if ((link != NULL) &&
+                ((best == NULL) || ((*link)->seq < best->seq))) {
+                best      = *link;
                 best_g    = g;
-                best_slot = slot;
+                best_link = link;
             }
         }
     } else {
-        for (link = m->order.next; link != &m->order; link = link->next) {
-            if (((tm_matcher_entry_of_link(link)->tag ^ tag) & mask) == 0) {
-                best   = tm_matcher_entry_of_link(link);
+        for (order = m->order.next; order != &m->order; order = order->next) {
+            if (((tm_matcher_entry_of_link(order)->tag ^ tag) & mask) == 0) {
+                best   = tm_matcher_entry_of_link(order);
                 best_g = tm_matcher_active_group(m, best->mask);
                 break;
             }
@@ -545,7 +516,8 @@ tm_matcher_entry_t *tm_matcher_search(tm_matcher_t *m, uint64_t tag,
     }
 
     if ((best != NULL) && remove) {
-        tm_matcher_unlink(m, best_g, best_slot, best);
+        /* best_link is known only for the first entry of a key */
+        tm_matcher_unlink(m, best_g, best_link, best);
     }
     return best;
 }

@@ -4,11 +4,12 @@
  * A message with tag T matches an entry E when (T & E.mask) == E.tag; among
  * all matching entries the one posted first (lowest sequence number) wins.
  *
- * Entries are grouped by mask; each group is an open-addressing hash table
- * keyed by the masked tag, whose slots hold the FIFO (posting order) of the
- * entries with that key.  Matching looks up one slot per distinct mask and
- * takes the head with the lowest sequence number, so its cost depends on the
- * number of distinct masks present, not on the number of entries.
+ * Entries are grouped by mask; each group is a hash table keyed by the
+ * masked tag, whose buckets chain the first entries of each key, and each of
+ * those heads the list of the entries with its key in posting order.
+ * Matching looks up one key per distinct mask and takes the first entry with
+ * the lowest sequence number, so its cost depends on the number of distinct
+ * masks present, not on the number of entries.
  *
  * Entries are intrusive: the caller owns their memory (usually embedded in
  * its request) and keeps it untouched while the entry is posted.  Posting and
@@ -48,28 +49,30 @@ typedef struct tm_matcher_link {
 /*
  * A posted entry.  Only tag, mask, seq and arg are meant to be read by the
  * caller (while posted, or after a match returned it); nothing is to be
- * written while it is posted.
+ * written while it is posted.  The fields a match reads come first.
  */
 struct tm_matcher_entry {
+    tm_matcher_entry_t        *chain; /* first entry of the next key in the
+                                         same bucket (first entries only) */
+    uint64_t                  tag;    /* posted tag, already masked: the key */
     tm_matcher_entry_t        *next;  /* next with the same key, or NULL */
     tm_matcher_entry_t        *prev;  /* previous with the same key; the
                                          first one points to the last one */
-    uint64_t                  tag;    /* posted tag, already masked */
-    uint64_t                  mask;   /* bits of a message tag that must match */
     uint64_t                  seq;    /* posting order: lower was posted first */
     tm_matcher_link_t         order;  /* in the posting-order list */
+    uint64_t                  mask;   /* bits of a message tag that must match */
     void                      *arg;   /* the caller's, untouched */
 };
 
 
-/* Entries sharing one mask */
+/* Entries sharing one mask: a chained hash table of their keys */
 typedef struct tm_matcher_group {
     uint64_t                  mask;
-    size_t                    count;      /* entries */
-    size_t                    nkeys;      /* occupied slots */
-    size_t                    slot_mask;  /* slot count - 1 (a power of 2) */
-    unsigned                  shift;      /* 64 - log2(slot count) */
-    struct tm_matcher_slot    *slots;
+    size_t                    count;       /* entries */
+    size_t                    nkeys;       /* distinct keys */
+    size_t                    bucket_mask; /* bucket count - 1 (a power of 2) */
+    unsigned                  shift;       /* 64 - log2(bucket count) */
+    tm_matcher_entry_t        **buckets;   /* first entry of a key, chained */
 } tm_matcher_group_t;
 
 

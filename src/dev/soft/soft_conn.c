@@ -212,9 +212,9 @@ int soft_connect(tm_dev_conn_t *tconn, const void *dev_addr,
     if (conn->state != SOFT_CONN_INIT) {
         return EINVAL;
     }
-    memcpy(&da, dev_addr, sizeof(da));
     memcpy(&ca, conn_addr, sizeof(ca));
-    if (!soft_is_reachable_addr(dev, &da)) {
+    if (!soft_dev_addr_unpack(dev_addr, &da) ||
+        !soft_is_reachable_addr(dev, &da)) {
         return EINVAL;
     }
 

@@ -57,8 +57,11 @@ static int soft_caps_from_attr(const tm_dev_attr_t *attr, tm_dev_caps_t *caps,
     caps->max_rdma_size        = SOFT_MAX_RDMA_SIZE;
     caps->eager_packet_size    = soft_attr_or(attr->eager_packet_size,
                                               SOFT_DEF_EAGER_PACKET);
-    caps->dev_addr_len         = sizeof(soft_dev_addr_t);
+    caps->max_send_sge         = SOFT_MAX_SGE;
+    caps->flags                = 0;
+    caps->dev_addr_len         = SOFT_DEV_ADDR_LEN;
     caps->conn_addr_len        = sizeof(soft_conn_addr_t);
+    caps->srq_addr_len         = 0;
 
     if ((caps->tm.max_num_tags > SOFT_MAX_NUM_TAGS_LIMIT) ||
         (caps->tm.max_rndv_hdr_size < min_hdr) ||
@@ -103,7 +106,6 @@ static int soft_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
 
     dev->super.ops = &tm_dev_soft_ops;
     snprintf(dev->super.name, sizeof(dev->super.name), "%s", info->name);
-    dev->addr.magic   = SOFT_MAGIC;
     dev->addr.host_id = soft_host_id();
     dev->addr.proc    = self;
     dev->addr.dev_seq = atomic_fetch_add(&soft_next_dev_seq, 1);
@@ -159,15 +161,39 @@ static void soft_query(tm_dev_t *tdev, tm_dev_caps_t *caps)
     *caps = soft_dev(tdev)->caps;
 }
 
+/* Packed address: a type byte, then fields little endian, no padding */
 static void soft_dev_addr(tm_dev_t *tdev, void *addr)
 {
-    memcpy(addr, &soft_dev(tdev)->addr, sizeof(soft_dev_addr_t));
+    const soft_dev_addr_t *a = &soft_dev(tdev)->addr;
+    uint8_t *p = addr;
+
+    p[0] = TM_DEV_ADDR_SOFT;
+    memcpy(p + 1, &a->host_id, 4);
+    memcpy(p + 5, &a->proc.pid, 4);
+    memcpy(p + 9, &a->proc.uid, 4);
+    memcpy(p + 13, &a->proc.start_time, 8);
+    memcpy(p + 21, &a->dev_seq, 4);
+}
+
+bool soft_dev_addr_unpack(const void *buf, soft_dev_addr_t *a)
+{
+    const uint8_t *p = buf;
+
+    if (p[0] != TM_DEV_ADDR_SOFT) {
+        return false;
+    }
+    memcpy(&a->host_id, p + 1, 4);
+    memcpy(&a->proc.pid, p + 5, 4);
+    memcpy(&a->proc.uid, p + 9, 4);
+    memcpy(&a->proc.start_time, p + 13, 8);
+    memcpy(&a->dev_seq, p + 21, 4);
+    return true;
 }
 
 /* Same host (boot id) and same user (process_vm_* needs it) */
 bool soft_is_reachable_addr(soft_dev_t *dev, const soft_dev_addr_t *peer)
 {
-    return (peer->magic == SOFT_MAGIC) && (peer->host_id == dev->addr.host_id) &&
+    return (peer->host_id == dev->addr.host_id) &&
            (peer->proc.uid == dev->addr.proc.uid);
 }
 
@@ -175,8 +201,26 @@ static int soft_is_reachable(tm_dev_t *tdev, const void *addr)
 {
     soft_dev_addr_t peer;
 
-    memcpy(&peer, addr, sizeof(peer));
-    return soft_is_reachable_addr(soft_dev(tdev), &peer);
+    return soft_dev_addr_unpack(addr, &peer) &&
+           soft_is_reachable_addr(soft_dev(tdev), &peer);
+}
+
+/* Connections to a remote SRQ without its software: not supported */
+static void soft_srq_addr(tm_dev_srq_t *srq, void *addr)
+{
+    (void)srq;
+    (void)addr;
+}
+
+static int soft_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
+                               const void *srq_addr)
+{
+    return EOPNOTSUPP;
+}
+
+static tm_dev_conn_t *soft_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num)
+{
+    return NULL;
 }
 
 static int soft_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
@@ -264,5 +308,8 @@ const tm_dev_ops_t tm_dev_soft_ops = {
     .conn_addr     = soft_conn_addr,
     .connect       = soft_connect,
     .conn_qp_num   = soft_conn_qp_num,
+    .srq_addr       = soft_srq_addr,
+    .connect_to_srq = soft_connect_to_srq,
+    .srq_conn       = soft_srq_conn,
     .post_send     = soft_post_send,
 };

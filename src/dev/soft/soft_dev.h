@@ -64,13 +64,15 @@ typedef struct soft_proc_id {
     uint64_t start_time;        /* /proc/<pid>/stat field 22: tells pid reuse */
 } soft_proc_id_t;
 
+/* Unpacked; on the wire it is SOFT_DEV_ADDR_LEN bytes (soft_dev_addr_pack) */
 typedef struct soft_dev_addr {
-    uint32_t        magic;
     uint32_t        host_id;    /* hash of the boot id: same host only */
     soft_proc_id_t  proc;
     uint32_t        dev_seq;    /* device number within the process */
-    uint32_t        reserved;
 } soft_dev_addr_t;
+
+/* type byte, host, pid, uid, start time, device number: fits UCP's 31 bytes */
+#define SOFT_DEV_ADDR_LEN   (1 + 4 + 4 + 4 + 8 + 4)
 
 typedef struct soft_conn_addr {
     uint32_t        conn_seq;   /* names the connection's inbound segment */
@@ -393,6 +395,7 @@ static inline tm_dev_wc_t *soft_cq_push(soft_cq_t *cq)
 {
     tm_dev_wc_t *wc = &cq->wc[cq->tail++ & (cq->depth - 1)];
     wc->wc_flags   = 0;
+    wc->imm_data   = 0;
     wc->vendor_err = 0;
     wc->byte_len   = 0;
     wc->tm_info.tag  = 0;
@@ -404,6 +407,7 @@ uint64_t soft_now_ns(void);
 
 /* soft_dev.c */
 bool soft_is_reachable_addr(soft_dev_t *dev, const soft_dev_addr_t *peer);
+bool soft_dev_addr_unpack(const void *buf, soft_dev_addr_t *addr);
 
 /* soft_wire.c */
 int  soft_proc_self(soft_proc_id_t *id);

@@ -19,6 +19,23 @@ _Static_assert(sizeof(tm_verbs_dev_addr_t) <= TM_DEV_ADDR_MAX,
 _Static_assert(sizeof(tm_verbs_conn_addr_t) <= TM_DEV_ADDR_MAX,
                "verbs connection address too large");
 
+/* A NIC's RC connections are set up by both sides (with an auxiliary
+ * transport for the address exchange): no connection to a bare SRQ */
+static void tm_verbs_srq_addr(tm_dev_srq_t *srq, void *addr)
+{
+}
+
+static int tm_verbs_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
+                                   const void *srq_addr)
+{
+    return EOPNOTSUPP;
+}
+
+static tm_dev_conn_t *tm_verbs_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num)
+{
+    return NULL;
+}
+
 const tm_dev_ops_t tm_dev_verbs_ops = {
     .name          = "verbs",
     .list          = tm_verbs_list,
@@ -41,6 +58,9 @@ const tm_dev_ops_t tm_dev_verbs_ops = {
     .conn_addr     = tm_verbs_conn_addr,
     .connect       = tm_verbs_connect,
     .conn_qp_num   = tm_verbs_conn_qp_num,
+    .srq_addr      = tm_verbs_srq_addr,
+    .connect_to_srq = tm_verbs_connect_to_srq,
+    .srq_conn      = tm_verbs_srq_conn,
     .post_send     = tm_verbs_post_send,
 };
 
@@ -148,9 +168,11 @@ void tm_verbs_caps_fill(tm_dev_caps_t *caps,
     caps->max_msg_size         = lim->max_msg_size;
     caps->max_rdma_size        = lim->max_rdma_size;
     caps->eager_packet_size    = lim->eager_packet_size;
+    caps->max_send_sge         = lim->max_send_sge;
     caps->dev_addr_len         = sizeof(tm_verbs_dev_addr_t);
     caps->conn_addr_len        = sizeof(tm_verbs_conn_addr_t);
 }
+
 
 
 /*
@@ -449,6 +471,7 @@ static int tm_verbs_gid_select(tm_verbs_dev_t *dev)
 
     if (!tm_verbs_is_eth(dev->port_attr.link_layer)) {
         dev->gid_index = 0;
+        errno          = 0;
         return ibv_query_gid(dev->ctx, dev->port_num, 0, &dev->gid) ?
                tm_verbs_errno(EADDRNOTAVAIL) : 0;
     }

@@ -39,7 +39,7 @@ extern "C" {
 #define TM_VERBS_HOP_LIMIT           64
 
 /* Packed addresses are tagged so that foreign ones are refused */
-#define TM_VERBS_DEV_ADDR_MAGIC      0xd7
+#define TM_VERBS_DEV_ADDR_MAGIC      TM_DEV_ADDR_VERBS  /* first byte: the backend */
 #define TM_VERBS_CONN_ADDR_MAGIC     0xc7
 
 

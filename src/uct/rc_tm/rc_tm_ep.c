@@ -812,18 +812,102 @@ ucs_status_t uct_rc_tm_ep_connect_to_ep(uct_ep_h tl_ep,
     return UCS_OK;
 }
 
+static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
+                                       uct_rc_tm_iface_t *iface,
+                                       tm_dev_conn_t *conn)
+{
+    khiter_t it;
+    int ret;
+
+    ep->conn      = conn;
+    ep->qp_num    = tm_dev_conn_qp_num(conn);
+    ep->connected = 0;
+    ep->passive   = 0;
+    ep->fence     = 0;
+    ep->available = iface->md->caps.max_send_wr;
+    ep->posted_sn = 0;
+    ep->acked_sn  = 0;
+    ep->status    = UCS_OK;
+    ucs_queue_head_init(&ep->tx_ops);
+    ucs_arbiter_group_init(&ep->arb_group);
+
+    it = kh_put(uct_rc_tm_qpn, &iface->eps, ep->qp_num, &ret);
+    if (ret <= 0) {
+        ucs_error("rc_tm: qp number 0x%x is already in use", ep->qp_num);
+        return UCS_ERR_ALREADY_EXISTS;
+    }
+    kh_value(&iface->eps, it) = ep;
+    return UCS_OK;
+}
+
+static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_tx_op_t *op;
+    khiter_t it;
+
+    uct_rc_tm_ep_pending_purge(&ep->super.super, NULL, NULL);
+    ucs_arbiter_group_cleanup(&ep->arb_group);
+
+    /* Sends in flight are dropped without callbacks, as UCT allows; their
+     * completions, if the device still reports them, find no endpoint */
+    ucs_queue_for_each_extract(op, &ep->tx_ops, queue, 1) {
+        uct_rc_tm_tx_op_release(op);
+    }
+    iface->tx.available += ep->posted_sn - ep->acked_sn;
+
+    it = kh_get(uct_rc_tm_qpn, &iface->eps, ep->qp_num);
+    if (it != kh_end(&iface->eps)) {
+        kh_del(uct_rc_tm_qpn, &iface->eps, it);
+    }
+}
+
+/* The passive half of a connection a peer made to our SRQ: no UCT endpoint
+ * stands for it, but a rendezvous software finishes goes out through it */
+uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
+                                           uint32_t qp_num)
+{
+    tm_dev_conn_t *conn;
+    uct_rc_tm_ep_t *ep;
+
+    if (!(iface->md->caps.flags & TM_DEV_CAP_CONNECT_TO_SRQ)) {
+        return NULL;
+    }
+
+    conn = tm_dev_srq_conn(iface->srq, qp_num);
+    if (conn == NULL) {
+        return NULL;
+    }
+
+    ep = ucs_calloc(1, sizeof(*ep), "rc_tm passive ep");
+    if (ep == NULL) {
+        return NULL;
+    }
+
+    ep->super.super.iface = &iface->super.super;
+    if (uct_rc_tm_ep_setup(ep, iface, conn) != UCS_OK) {
+        ucs_free(ep);
+        return NULL;
+    }
+    ep->passive   = 1;
+    ep->connected = 1;
+    return ep;
+}
+
+void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep)
+{
+    /* The connection belongs to the SRQ */
+    uct_rc_tm_ep_teardown(ep, uct_rc_tm_ep_iface(ep));
+    ucs_free(ep);
+}
+
 static UCS_CLASS_INIT_FUNC(uct_rc_tm_ep_t, const uct_ep_params_t *params)
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(params->iface,
                                               uct_rc_tm_iface_t);
-    khiter_t it;
+    uint64_t to_iface = UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ucs_status_t status;
     int ret;
-
-    if (params->field_mask & (UCT_EP_PARAM_FIELD_DEV_ADDR |
-                              UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
-        ucs_error("rc_tm: endpoints connect to endpoints only");
-        return UCS_ERR_UNSUPPORTED;
-    }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
@@ -835,47 +919,34 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_ep_t, const uct_ep_params_t *params)
         return uct_rc_tm_status_from_errno(ret);
     }
 
-    self->qp_num    = tm_dev_conn_qp_num(self->conn);
-    self->connected = 0;
-    self->fence     = 0;
-    self->available = iface->md->caps.max_send_wr;
-    self->posted_sn = 0;
-    self->acked_sn  = 0;
-    self->status    = UCS_OK;
-    ucs_queue_head_init(&self->tx_ops);
-    ucs_arbiter_group_init(&self->arb_group);
-
-    it = kh_put(uct_rc_tm_qpn, &iface->eps, self->qp_num, &ret);
-    if (ret <= 0) {
-        ucs_error("rc_tm: qp number 0x%x is already in use", self->qp_num);
-        tm_dev_destroy_conn(self->conn);
-        return UCS_ERR_ALREADY_EXISTS;
+    status = uct_rc_tm_ep_setup(self, iface, self->conn);
+    if (status != UCS_OK) {
+        goto err_destroy_conn;
     }
-    kh_value(&iface->eps, it) = self;
+
+    if ((params->field_mask & to_iface) == to_iface) {
+        ret = tm_dev_connect_to_srq(self->conn, params->dev_addr,
+                                    params->iface_addr);
+        if (ret != 0) {
+            ucs_error("rc_tm: failed to connect qp 0x%x to a remote "
+                      "interface: %s", self->qp_num, strerror(ret));
+            status = uct_rc_tm_status_from_errno(ret);
+            goto err_teardown;
+        }
+        self->connected = 1;
+    }
     return UCS_OK;
+
+err_teardown:
+    uct_rc_tm_ep_teardown(self, iface);
+err_destroy_conn:
+    tm_dev_destroy_conn(self->conn);
+    return status;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_ep_t)
 {
-    uct_rc_tm_iface_t *iface = ucs_derived_of(self->super.super.iface,
-                                              uct_rc_tm_iface_t);
-    uct_rc_tm_tx_op_t *op;
-    khiter_t it;
-
-    uct_rc_tm_ep_pending_purge(&self->super.super, NULL, NULL);
-    ucs_arbiter_group_cleanup(&self->arb_group);
-
-    /* Sends in flight are dropped without callbacks, as UCT allows; their
-     * completions, if the device still reports them, find no endpoint */
-    ucs_queue_for_each_extract(op, &self->tx_ops, queue, 1) {
-        uct_rc_tm_tx_op_release(op);
-    }
-    iface->tx.available += self->posted_sn - self->acked_sn;
-
-    it = kh_get(uct_rc_tm_qpn, &iface->eps, self->qp_num);
-    if (it != kh_end(&iface->eps)) {
-        kh_del(uct_rc_tm_qpn, &iface->eps, it);
-    }
+    uct_rc_tm_ep_teardown(self, uct_rc_tm_ep_iface(self));
     tm_dev_destroy_conn(self->conn);
 }
 

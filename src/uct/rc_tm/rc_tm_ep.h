@@ -11,6 +11,8 @@ struct uct_rc_tm_ep {
     tm_dev_conn_t             *conn;
     uint32_t                  qp_num;
     int                       connected;
+    int                       passive;     /* stands for a peer's connection
+                                              to our SRQ: no UCT endpoint */
     int                       fence;       /* next send waits for earlier ones */
     unsigned                  available;   /* sends the connection can take */
     uint64_t                  posted_sn;   /* sends posted */
@@ -91,6 +93,10 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
 ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags);
 
 void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc);
+
+uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
+                                           uint32_t qp_num);
+void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep);
 
 /* Sends a message whose first bytes are a TMH; used by the tag protocol */
 ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,

@@ -7,6 +7,7 @@
 #include <ucs/arch/cpu.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/string.h>
+#include <pthread.h>
 
 #define UCT_RC_TM_IFACE_STAT_NAME(_s) [UCT_RC_TM_STAT_##_s] = #_s
 
@@ -178,8 +179,8 @@ static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
         ucs_error("rc_tm: dropped %u-byte message, shorter than its header",
                   wc->byte_len);
         status = UCS_OK;
-    } else if ((wc->opcode == IBV_WC_TM_NO_TAG) ||
-               (tmh->opcode == IBV_TMH_NO_TAG)) {
+    } else if (tmh->opcode == IBV_TMH_NO_TAG) {
+        /* By the header, not the opcode: a NIC may report FIN as NO_TAG */
         status = uct_rc_tm_iface_invoke_am(iface, tmh, wc->byte_len);
     } else {
         status = uct_rc_tm_tag_handle_unexp(iface, wc, tmh);
@@ -192,6 +193,19 @@ static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
 
 
 /* ----- progress ----- */
+
+/* The endpoint of a connection, or the passive one standing for a peer's
+ * connection to our SRQ (created on first use) */
+uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
+                                          uint32_t qp_num)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, qp_num);
+
+    if (it != kh_end(&iface->eps)) {
+        return kh_value(&iface->eps, it);
+    }
+    return uct_rc_tm_iface_passive_ep(iface, qp_num);
+}
 
 static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
                                            const tm_dev_wc_t *wc)
@@ -208,6 +222,12 @@ static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
     uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
 }
 
+static UCS_F_ALWAYS_INLINE int uct_rc_tm_wc_is_send(const tm_dev_wc_t *wc)
+{
+    return (wc->opcode == IBV_WC_SEND) || (wc->opcode == IBV_WC_RDMA_READ) ||
+           (wc->opcode == IBV_WC_RDMA_WRITE);
+}
+
 static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
@@ -219,6 +239,9 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     for (i = 0; i < n; ++i) {
         if ((wc[i].opcode == IBV_WC_RECV) || (wc[i].opcode == IBV_WC_TM_NO_TAG)) {
             uct_rc_tm_iface_handle_rx(iface, &wc[i]);
+        } else if (ucs_unlikely(uct_rc_tm_wc_is_send(&wc[i]))) {
+            /* Sends of passive connections complete here */
+            uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
         } else {
             uct_rc_tm_tag_handle_wc(iface, &wc[i]);
         }
@@ -293,8 +316,14 @@ static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
     attr->cap.get.opt_zcopy_align = 1;
     attr->cap.get.align_mtu       = 1;
 
+    if (caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        /* Wireup needs no auxiliary transport: UCP connects to the iface */
+        attr->cap.flags |= UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+    }
+
     attr->device_addr_len = caps->dev_addr_len;
-    attr->iface_addr_len  = 0;
+    attr->iface_addr_len  = (caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) ?
+                            caps->srq_addr_len : 0;
     attr->ep_addr_len     = caps->conn_addr_len;
     attr->max_conn_priv   = 0;
 
@@ -315,6 +344,17 @@ static ucs_status_t uct_rc_tm_iface_get_device_address(uct_iface_h tl_iface,
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
 
     tm_dev_addr(iface->dev, addr);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_tm_iface_get_address(uct_iface_h tl_iface,
+                                                uct_iface_addr_t *addr)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    if (iface->md->caps.flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        tm_dev_srq_addr(iface->srq, addr);
+    }
     return UCS_OK;
 }
 
@@ -368,6 +408,49 @@ void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
     memcpy(counters, iface->stats, sizeof(iface->stats));
 }
 
+/* Process-wide totals: closed interfaces plus open ones.  For users (and
+ * tests) above UCP, who never see a UCT interface. */
+static pthread_mutex_t uct_rc_tm_ifaces_lock = PTHREAD_MUTEX_INITIALIZER;
+static UCS_LIST_HEAD(uct_rc_tm_ifaces);
+static uint64_t uct_rc_tm_closed_stats[UCT_RC_TM_STAT_LAST];
+
+void uct_rc_tm_counters_total(uint64_t counters[UCT_RC_TM_STAT_LAST])
+{
+    uct_rc_tm_iface_t *iface;
+    int i;
+
+    pthread_mutex_lock(&uct_rc_tm_ifaces_lock);
+    memcpy(counters, uct_rc_tm_closed_stats, sizeof(uct_rc_tm_closed_stats));
+    ucs_list_for_each(iface, &uct_rc_tm_ifaces, list) {
+        for (i = 0; i < UCT_RC_TM_STAT_LAST; ++i) {
+            counters[i] += iface->stats[i];
+        }
+    }
+    pthread_mutex_unlock(&uct_rc_tm_ifaces_lock);
+}
+
+static void uct_rc_tm_iface_stats_open(uct_rc_tm_iface_t *iface)
+{
+    memset(iface->stats, 0, sizeof(iface->stats));
+    pthread_mutex_lock(&uct_rc_tm_ifaces_lock);
+    ucs_list_add_tail(&uct_rc_tm_ifaces, &iface->list);
+    pthread_mutex_unlock(&uct_rc_tm_ifaces_lock);
+}
+
+static void uct_rc_tm_iface_stats_close(uct_rc_tm_iface_t *iface)
+{
+    int i;
+
+    pthread_mutex_lock(&uct_rc_tm_ifaces_lock);
+    ucs_list_del(&iface->list);
+    for (i = 0; i < UCT_RC_TM_STAT_LAST; ++i) {
+        uct_rc_tm_closed_stats[i] += iface->stats[i];
+        ucs_debug("rc_tm iface %p: %s %" PRIu64, iface,
+                  uct_rc_tm_stat_names[i], iface->stats[i]);
+    }
+    pthread_mutex_unlock(&uct_rc_tm_ifaces_lock);
+}
+
 static UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_tm_iface_t, uct_iface_t);
 
 static uct_iface_ops_t uct_rc_tm_iface_ops = {
@@ -404,8 +487,7 @@ static uct_iface_ops_t uct_rc_tm_iface_ops = {
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_tm_iface_t),
     .iface_query              = uct_rc_tm_iface_query,
     .iface_get_device_address = uct_rc_tm_iface_get_device_address,
-    .iface_get_address        = (uct_iface_get_address_func_t)
-                                        ucs_empty_function_return_success,
+    .iface_get_address        = uct_rc_tm_iface_get_address,
     .iface_is_reachable       = uct_rc_tm_iface_is_reachable
 };
 
@@ -530,7 +612,6 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
                                   self->rx.headroom;
     self->rx.release_desc.cb    = uct_rc_tm_release_desc;
     self->tx.available          = config->tx_queue_len;
-    memset(self->stats, 0, sizeof(self->stats));
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
     ucs_arbiter_init(&self->arbiter);
 
@@ -570,6 +651,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
         goto err_tag;
     }
 
+    uct_rc_tm_iface_stats_open(self);
     return UCS_OK;
 
 err_tag:
@@ -587,21 +669,25 @@ err:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
 {
-    int i;
+    unsigned user_eps = 0;
+    uct_rc_tm_ep_t *ep;
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    if (kh_size(&self->eps) != 0) {
+    kh_foreach_value(&self->eps, ep, {
+        if (ep->passive) {
+            uct_rc_tm_iface_destroy_passive_ep(ep);
+        } else {
+            ++user_eps;
+        }
+    });
+    if (user_eps != 0) {
         ucs_warn("rc_tm: iface %p closed with %u endpoints still open", self,
-                 kh_size(&self->eps));
+                 user_eps);
     }
 
-    for (i = 0; i < UCT_RC_TM_STAT_LAST; ++i) {
-        ucs_debug("rc_tm iface %p: %s %" PRIu64, self, uct_rc_tm_stat_names[i],
-                  self->stats[i]);
-    }
-
+    uct_rc_tm_iface_stats_close(self);
     uct_rc_tm_tag_cleanup(self);
     /* Destroying the SRQ flushes its buffers; they go back with the pool */
     uct_rc_tm_iface_destroy_queues(self);

@@ -139,6 +139,7 @@ KHASH_SET_INIT_INT64(uct_rc_tm_bufs);
 
 typedef struct uct_rc_tm_iface {
     uct_base_iface_t          super;
+    ucs_list_link_t           list;     /* all interfaces, for the totals */
     uct_rc_tm_md_t            *md;
     tm_dev_t                  *dev;
     tm_dev_cq_t               *send_cq;
@@ -197,6 +198,8 @@ extern uct_tl_t uct_rc_tm_tl;
 extern const char *uct_rc_tm_stat_names[];
 
 /* Receive path (rc_tm_iface.c) */
+uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
+                                          uint32_t qp_num);
 void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem);
 void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface);
 
@@ -221,9 +224,11 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
                                              uct_tag_context_t *ctx,
                                              int force);
 
-/* Counters, for tests and users (public symbol of the module) */
+/* Counters, for tests and users (public symbols of the module): of one
+ * interface, and summed over every interface the process opened */
 void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
                               uint64_t counters[UCT_RC_TM_STAT_LAST]);
+void uct_rc_tm_counters_total(uint64_t counters[UCT_RC_TM_STAT_LAST]);
 
 static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)

@@ -366,23 +366,21 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
 {
     const struct ibv_tmh *tmh = recv->buffer;
     const struct ibv_rvh *rvh = (const struct ibv_rvh*)(tmh + 1);
-    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
+    uct_rc_tm_ep_t *ep        = uct_rc_tm_iface_lookup_ep(iface, wc->qp_num);
     uct_rc_tm_tx_op_t *op;
     ucs_status_t status;
-    uct_rc_tm_ep_t *ep;
     size_t length;
 
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
 
-    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) || (tmh->opcode != IBV_TMH_RNDV)
-        || (it == kh_end(&iface->eps))) {
+    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
+        (tmh->opcode != IBV_TMH_RNDV) || (ep == NULL)) {
         ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
                   wc->qp_num);
         status = UCS_ERR_IO_ERROR;
         goto err;
     }
 
-    ep = kh_value(&iface->eps, it);
     op = uct_rc_tm_iface_get_tx_op(iface);
     if (op == NULL) {
         status = UCS_ERR_NO_MEMORY;

@@ -1,0 +1,300 @@
+/*
+ * UCP tag API over rc_tm: two workers of one context, UCX_TLS=rc_tm only, so
+ * the tag lane is rc_tm's and the device does the matching.  The counters of
+ * the module say where matching happened.
+ */
+#include <gtest/gtest.h>
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+extern "C" void uct_rc_tm_counters_total(uint64_t *counters);
+
+namespace {
+
+enum { RX_EXP, RX_EAGER_UNEXP, RX_RNDV_EXP, RX_RNDV_UNEXP, RX_RNDV_INCOMPLETE,
+       RX_RNDV_REQ_EXP, RX_RNDV_REQ_UNEXP, LIST_ADD, LIST_DEL, LIST_SYNC,
+       LIST_DEL_RACE, LIST_FULL, TX_RNDV, COUNTER_LAST };
+
+std::vector<uint64_t> counters()
+{
+    std::vector<uint64_t> c(COUNTER_LAST);
+    uct_rc_tm_counters_total(c.data());
+    return c;
+}
+
+const ucp_tag_t FULL_MASK = UINT64_MAX;
+
+class rc_tm_ucp : public testing::Test {
+protected:
+    void SetUp() override
+    {
+        ucp_config_t *config;
+        ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
+        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "TLS", "rc_tm"));
+
+        ucp_params_t params = {};
+        params.field_mask   = UCP_PARAM_FIELD_FEATURES;
+        params.features     = UCP_FEATURE_TAG;
+        ucs_status_t status = ucp_init(&params, config, &m_context);
+        ucp_config_release(config);
+        ASSERT_EQ(UCS_OK, status);
+
+        for (auto w : {&m_sender, &m_receiver}) {
+            ucp_worker_params_t wparams = {};
+            wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+            wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+            ASSERT_EQ(UCS_OK, ucp_worker_create(m_context, &wparams, w));
+        }
+        m_ep = connect(m_sender, m_receiver);
+        m_reverse_ep = connect(m_receiver, m_sender);
+        m_base = counters();
+    }
+
+    void TearDown() override
+    {
+        for (ucp_ep_h ep : {m_ep, m_reverse_ep}) {
+            if (ep != nullptr) {
+                ucp_request_param_t param = {};
+                void *req = ucp_ep_close_nbx(ep, &param);
+                wait_for([&] {
+                    return !UCS_PTR_IS_PTR(req) ||
+                           (ucp_request_check_status(req) != UCS_INPROGRESS);
+                });
+                if (UCS_PTR_IS_PTR(req)) {
+                    ucp_request_free(req);
+                }
+            }
+        }
+        for (ucp_worker_h w : {m_sender, m_receiver}) {
+            if (w != nullptr) {
+                ucp_worker_destroy(w);
+            }
+        }
+        if (m_context != nullptr) {
+            ucp_cleanup(m_context);
+        }
+    }
+
+    ucp_ep_h connect(ucp_worker_h from, ucp_worker_h to)
+    {
+        ucp_address_t *addr;
+        size_t length;
+        EXPECT_EQ(UCS_OK, ucp_worker_get_address(to, &addr, &length));
+        ucp_ep_params_t params = {};
+        params.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.address         = addr;
+        params.err_mode        = UCP_ERR_HANDLING_MODE_NONE;
+        ucp_ep_h ep = nullptr;
+        EXPECT_EQ(UCS_OK, ucp_ep_create(from, &params, &ep));
+        ucp_worker_release_address(to, addr);
+        return ep;
+    }
+
+    void progress()
+    {
+        ucp_worker_progress(m_sender);
+        ucp_worker_progress(m_receiver);
+    }
+
+    bool wait_for(const std::function<bool()> &pred, double seconds = 20)
+    {
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(seconds);
+        while (!pred()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                return false;
+            }
+            progress();
+        }
+        return true;
+    }
+
+    /* Waits for a request and frees it; the status it ended with */
+    ucs_status_t wait(void *req)
+    {
+        if (!UCS_PTR_IS_PTR(req)) {
+            return UCS_PTR_STATUS(req);
+        }
+        EXPECT_TRUE(wait_for([&] {
+            return ucp_request_check_status(req) != UCS_INPROGRESS;
+        }));
+        ucs_status_t status = ucp_request_check_status(req);
+        ucp_request_free(req);
+        return status;
+    }
+
+    void *send(ucp_tag_t tag, const std::vector<char> &buf, bool sync = false)
+    {
+        ucp_request_param_t param = {};
+        return sync ? ucp_tag_send_sync_nbx(m_ep, buf.data(), buf.size(), tag,
+                                            &param) :
+                      ucp_tag_send_nbx(m_ep, buf.data(), buf.size(), tag,
+                                       &param);
+    }
+
+    void *recv(ucp_tag_t tag, std::vector<char> &buf,
+               ucp_tag_t mask = FULL_MASK, ucp_tag_recv_info_t *info = nullptr)
+    {
+        ucp_request_param_t param = {};
+        if (info != nullptr) {
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+            param.recv_info.tag_info = info;
+        }
+        return ucp_tag_recv_nbx(m_receiver, buf.data(), buf.size(), tag, mask,
+                                &param);
+    }
+
+    static std::vector<char> pattern(size_t size, uint8_t seed)
+    {
+        std::vector<char> v(size);
+        for (size_t i = 0; i < size; ++i) {
+            v[i] = (char)(seed + i * 31);
+        }
+        return v;
+    }
+
+    /* UCP hands receives to the transport only once an unexpected tagged
+     * message came through it: send one first */
+    void activate_offload()
+    {
+        std::vector<char> data = pattern(2048, 1), buf(2048);
+        void *sreq = send(0xffff, data);
+        ASSERT_TRUE(wait_for([&] {
+            return counters()[RX_EAGER_UNEXP] > m_base[RX_EAGER_UNEXP];
+        }));
+        ASSERT_EQ(UCS_OK, wait(recv(0xffff, buf)));
+        ASSERT_EQ(UCS_OK, wait(sreq));
+        ASSERT_EQ(data, buf);
+    }
+
+    /* Expected: receive posted first, so the device matches it */
+    void expected(size_t size, bool sync = false)
+    {
+        std::vector<char> data = pattern(size, (uint8_t)size), buf(size);
+        ucp_tag_recv_info_t info;
+        void *rreq = recv(size, buf, FULL_MASK, &info);
+        void *sreq = send(size, data, sync);
+        EXPECT_EQ(UCS_OK, wait(rreq));
+        EXPECT_EQ(UCS_OK, wait(sreq));
+        EXPECT_EQ(data, buf) << size;
+        EXPECT_EQ(size, info.length);
+        EXPECT_EQ((ucp_tag_t)size, info.sender_tag);
+    }
+
+    /* Unexpected: the message arrives before its receive */
+    void unexpected(size_t size, bool sync = false)
+    {
+        std::vector<char> data = pattern(size, (uint8_t)size + 1), buf(size);
+        void *sreq = send(size + 1, data, sync);
+        ucp_tag_message_h msg = nullptr;
+        ucp_tag_recv_info_t info;
+        ASSERT_TRUE(wait_for([&] {
+            msg = ucp_tag_probe_nb(m_receiver, size + 1, FULL_MASK, 0, &info);
+            return msg != nullptr;
+        }));
+        EXPECT_EQ(size, info.length);
+        EXPECT_EQ(UCS_OK, wait(recv(size + 1, buf)));
+        EXPECT_EQ(UCS_OK, wait(sreq));
+        EXPECT_EQ(data, buf) << size;
+    }
+
+    ucp_context_h         m_context    = nullptr;
+    ucp_worker_h          m_sender     = nullptr;
+    ucp_worker_h          m_receiver   = nullptr;
+    ucp_ep_h              m_ep         = nullptr;
+    ucp_ep_h              m_reverse_ep = nullptr;
+    std::vector<uint64_t> m_base;
+};
+
+} // namespace
+
+TEST_F(rc_tm_ucp, eager_expected_matched_in_device)
+{
+    activate_offload();
+    uint64_t before = counters()[RX_EXP];
+    for (size_t size : {1024ul, 4096ul, 8000ul}) {
+        expected(size);
+    }
+    EXPECT_GE(counters()[RX_EXP] - before, 3u)
+            << "expected eager receives were not matched by the device";
+}
+
+TEST_F(rc_tm_ucp, eager_unexpected_with_probe)
+{
+    activate_offload();
+    for (size_t size : {8ul, 4096ul}) {
+        unexpected(size);
+    }
+}
+
+TEST_F(rc_tm_ucp, rndv_expected_read_by_device)
+{
+    activate_offload();
+    uint64_t rndv_before = counters()[TX_RNDV];
+    uint64_t exp_before  = counters()[RX_EXP];
+    for (size_t size : {65536ul, 1048576ul}) {
+        expected(size);
+    }
+    EXPECT_GE(counters()[TX_RNDV] - rndv_before, 2u);
+    EXPECT_GE(counters()[RX_EXP] - exp_before, 2u);
+}
+
+TEST_F(rc_tm_ucp, rndv_unexpected)
+{
+    activate_offload();
+    uint64_t before = counters()[RX_RNDV_UNEXP];
+    for (size_t size : {65536ul, 1048576ul}) {
+        unexpected(size);
+    }
+    EXPECT_GE(counters()[RX_RNDV_UNEXP] - before, 2u);
+}
+
+TEST_F(rc_tm_ucp, sync_send)
+{
+    activate_offload();
+    expected(4096, true);
+    unexpected(4096, true);
+    expected(100000, true);
+}
+
+TEST_F(rc_tm_ucp, cancel_posted_receive)
+{
+    activate_offload();
+    std::vector<char> buf(4096);
+    void *rreq = recv(0x77, buf);
+    ASSERT_TRUE(UCS_PTR_IS_PTR(rreq));
+    ucp_request_cancel(m_receiver, rreq);
+    EXPECT_EQ(UCS_ERR_CANCELED, wait(rreq));
+
+    /* The tag still works afterwards */
+    expected(4096);
+}
+
+TEST_F(rc_tm_ucp, wildcard_receive_and_order)
+{
+    activate_offload();
+    const int count = 64;
+    std::vector<std::vector<char>> bufs(count, std::vector<char>(2048));
+    std::vector<void*> rreqs;
+    for (int i = 0; i < count; ++i) {
+        rreqs.push_back(recv(0x500, bufs[i], 0xff00));
+    }
+    std::vector<void*> sreqs;
+    std::vector<std::vector<char>> datas;
+    datas.reserve(count); /* sends point into these until they complete */
+    for (int i = 0; i < count; ++i) {
+        datas.push_back(pattern(2048, i));
+        sreqs.push_back(send(0x500 + (i % 16), datas.back()));
+    }
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(UCS_OK, wait(rreqs[i]));
+        EXPECT_EQ(UCS_OK, wait(sreqs[i]));
+        EXPECT_EQ(datas[i], bufs[i]) << "message " << i << " out of order";
+    }
+}
