@@ -7,8 +7,8 @@
  * form a doubly linked list in sequence order, the first one's prev pointing
  * to the last one, so that appending needs nothing but the first entry.
  * Everything is linked through the entries: a table is one pointer per
- * bucket, at most one key per bucket on average, and removing an entry is a
- * few pointer updates, without loops or branches that depend on the data.
+ * bucket, at most half a key per bucket on average, and removing an entry
+ * is a few pointer updates, without loops.
  */
 
 #include "tag_matcher.h"
@@ -18,9 +18,15 @@
 #include <string.h>
 
 
-#define TM_MATCHER_MIN_BUCKETS  16
-#define TM_MATCHER_MIN_GROUPS   4
-#define TM_MATCHER_CACHE_LINE   64
+#define TM_MATCHER_MIN_BUCKETS      16
+#define TM_MATCHER_MIN_GROUPS       4
+#define TM_MATCHER_CACHE_LINE       64
+
+/* Buckets per key, at least: most lookups then find their key first in its
+ * chain (or an empty bucket), so the branch on the key compare, which waits
+ * for the entry to come from memory, is rarely mispredicted.  A bucket is
+ * one pointer, so this is still 16 bytes or less per key. */
+#define TM_MATCHER_BUCKETS_PER_KEY  2
 
 #define tm_matcher_likely(_x)   __builtin_expect(!!(_x), 1)
 #define tm_matcher_unlikely(_x) __builtin_expect(!!(_x), 0)
@@ -98,16 +104,16 @@ static int tm_matcher_group_resize(tm_matcher_group_t *g, size_t nbuckets)
     return 0;
 }
 
-/* Make room for nkeys keys, at most one per bucket on average */
+/* Make room for nkeys keys, with TM_MATCHER_BUCKETS_PER_KEY buckets each */
 static int tm_matcher_group_reserve(tm_matcher_group_t *g, size_t nkeys)
 {
     size_t nbuckets = g->bucket_mask + 1;
 
-    if (nkeys <= nbuckets) {
+    if (nkeys * TM_MATCHER_BUCKETS_PER_KEY <= nbuckets) {
         return 0;
     }
 
-    while (nkeys > nbuckets) {
+    while (nkeys * TM_MATCHER_BUCKETS_PER_KEY > nbuckets) {
         nbuckets *= 2;
     }
     return tm_matcher_group_resize(g, nbuckets);
@@ -135,7 +141,7 @@ static void tm_matcher_group_swap(tm_matcher_t *m, unsigned i, unsigned j)
     }
 }
 
-/* The group of mask, which holds entries; NULL if none does */
+/* The group of mask in the match loop; NULL if there is none */
 static inline tm_matcher_group_t *
 tm_matcher_active_group(const tm_matcher_t *m, uint64_t mask)
 {
@@ -150,8 +156,8 @@ tm_matcher_active_group(const tm_matcher_t *m, uint64_t mask)
 }
 
 /*
- * Index of the group of mask, active or not; creates it (reusing the table
- * of a group that holds no entries, if there is one) if needed.
+ * Index of the group of mask, in the match loop or not; creates it (reusing
+ * the table of a group out of the loop, if there is one) if needed.
  * Returns -ENOMEM on failure.
  */
 static int tm_matcher_group_index(tm_matcher_t *m, uint64_t mask)
@@ -166,7 +172,7 @@ static int tm_matcher_group_index(tm_matcher_t *m, uint64_t mask)
     }
 
     if (m->nactive < m->ngroups) {
-        /* An empty group: its buckets are all empty, whatever its mask */
+        /* Out of the loop, so empty: its buckets are empty, whatever mask */
         i                 = m->ngroups - 1;
         m->groups[i].mask = mask;
         return i;
@@ -188,7 +194,26 @@ static int tm_matcher_group_index(tm_matcher_t *m, uint64_t mask)
     return m->ngroups++;
 }
 
-/* The group of mask, made active, with room for one more key */
+/*
+ * Take the groups that hold no entries out of the match loop.  Done only
+ * when a new mask needs a group: a group that empties stays in the loop
+ * until then, so a mask whose entries come and go (one receive posted and
+ * matched over and over) does not leave and re-enter it each time.
+ */
+static void tm_matcher_groups_sweep(tm_matcher_t *m)
+{
+    unsigned i = 0;
+
+    while (i < m->nactive) {
+        if (m->groups[i].count == 0) {
+            tm_matcher_group_swap(m, i, --m->nactive);
+        } else {
+            ++i;
+        }
+    }
+}
+
+/* The group of mask, created if needed, in the match loop */
 static tm_matcher_group_t *tm_matcher_group_get(tm_matcher_t *m, uint64_t mask)
 {
     tm_matcher_group_t *g = tm_matcher_active_group(m, mask);
@@ -198,6 +223,7 @@ static tm_matcher_group_t *tm_matcher_group_get(tm_matcher_t *m, uint64_t mask)
         return g;
     }
 
+    tm_matcher_groups_sweep(m);
     i = tm_matcher_group_index(m, mask);
     if (i < 0) {
         return NULL;
@@ -205,14 +231,6 @@ static tm_matcher_group_t *tm_matcher_group_get(tm_matcher_t *m, uint64_t mask)
 
     tm_matcher_group_swap(m, i, m->nactive);
     return &m->groups[m->nactive++];
-}
-
-static void tm_matcher_group_put(tm_matcher_t *m, tm_matcher_group_t *g)
-{
-    if (--g->count == 0) {
-        /* Keep its table for the next mask, out of the match loop */
-        tm_matcher_group_swap(m, g - m->groups, --m->nactive);
-    }
 }
 
 static inline int tm_matcher_entry_is_first(const tm_matcher_entry_t *e)
@@ -301,11 +319,9 @@ static int tm_matcher_insert(tm_matcher_t *m, tm_matcher_entry_t *e,
 
     link = tm_matcher_group_find(g, e->tag);
     if (*link == NULL) {
-        if (tm_matcher_unlikely(g->nkeys == g->bucket_mask + 1)) {
+        if (tm_matcher_unlikely((g->nkeys + 1) * TM_MATCHER_BUCKETS_PER_KEY >
+                                g->bucket_mask + 1)) {
             if (tm_matcher_group_reserve(g, g->nkeys + 1) != 0) {
-                if (g->count == 0) {
-                    tm_matcher_group_swap(m, g - m->groups, --m->nactive);
-                }
                 return -ENOMEM;
             }
             link = tm_matcher_group_find(g, e->tag);
@@ -337,7 +353,7 @@ static int tm_matcher_insert(tm_matcher_t *m, tm_matcher_entry_t *e,
  * Unlink e from its group.  link: the link pointing to e if e is the first
  * entry of its key and the caller knows it, NULL otherwise.
  */
-static void tm_matcher_unlink(tm_matcher_t *m, tm_matcher_group_t *g,
+static inline __attribute__((always_inline)) void tm_matcher_unlink(tm_matcher_t *m, tm_matcher_group_t *g,
                               tm_matcher_entry_t **link, tm_matcher_entry_t *e)
 {
     tm_matcher_entry_t *next = e->next;
@@ -369,7 +385,7 @@ static void tm_matcher_unlink(tm_matcher_t *m, tm_matcher_group_t *g,
     }
 
     tm_matcher_order_del(&e->order);
-    tm_matcher_group_put(m, g);
+    --g->count;
     --m->count;
 }
 
@@ -422,9 +438,17 @@ int tm_matcher_post_seq(tm_matcher_t *m, tm_matcher_entry_t *e, uint64_t tag,
     return tm_matcher_insert(m, e, tag, mask, arg, seq);
 }
 
+/* Out of line, for the paths where size matters more than speed */
+static void tm_matcher_unlink_slow(tm_matcher_t *m, tm_matcher_group_t *g,
+                                   tm_matcher_entry_t **link,
+                                   tm_matcher_entry_t *e)
+{
+    tm_matcher_unlink(m, g, link, e);
+}
+
 void tm_matcher_remove(tm_matcher_t *m, tm_matcher_entry_t *e)
 {
-    tm_matcher_unlink(m, tm_matcher_active_group(m, e->mask), NULL, e);
+    tm_matcher_unlink_slow(m, tm_matcher_active_group(m, e->mask), NULL, e);
 }
 
 /* The link to the first entry with key in g, NULL if there is none */
@@ -447,7 +471,10 @@ tm_matcher_find(const tm_matcher_t *m, uint64_t tag,
     unsigned i;
 
     for (i = 0; i < m->nactive; ++i) {
-        g    = &m->groups[i];
+        g = &m->groups[i];
+        if (g->count == 0) {
+            continue;
+        }
         link = tm_matcher_group_lookup(g, tag & g->mask);
         if ((link != NULL) && ((best == NULL) || ((*link)->seq < best->seq))) {
             best     = *link;
@@ -464,7 +491,16 @@ tm_matcher_entry_t *tm_matcher_match(tm_matcher_t *m, uint64_t tag)
     tm_matcher_group_t *g;
     tm_matcher_entry_t *e;
 
-    e = tm_matcher_find(m, tag, &g, &link);
+    if (tm_matcher_likely(m->nactive == 1)) {
+        /* One mask (typically the full one): no comparison of groups */
+        g    = &m->groups[0];
+        link = tm_matcher_group_find(g, tag & g->mask);
+        e    = *link;
+    } else {
+        e = tm_matcher_find(m, tag, &g, &link);
+    }
+
+
     if (e != NULL) {
         tm_matcher_unlink(m, g, link, e);
     }
@@ -517,7 +553,7 @@ tm_matcher_entry_t *tm_matcher_search(tm_matcher_t *m, uint64_t tag,
 
     if ((best != NULL) && remove) {
         /* best_link is known only for the first entry of a key */
-        tm_matcher_unlink(m, best_g, best_link, best);
+        tm_matcher_unlink_slow(m, best_g, best_link, best);
     }
     return best;
 }

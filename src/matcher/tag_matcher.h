@@ -77,10 +77,13 @@ typedef struct tm_matcher_group {
 
 
 typedef struct tm_matcher {
-    tm_matcher_group_t        *groups;    /* one per mask seen */
-    unsigned                  ngroups;    /* groups holding entries come first */
-    unsigned                  nactive;    /* groups holding entries */
-    unsigned                  max_groups; /* allocated */
+    tm_matcher_group_t        *groups;    /* one per mask, in the match loop
+                                             first: those holding entries and
+                                             some that emptied; then empty
+                                             ones kept for new masks */
+    unsigned                  ngroups;    /* groups initialized */
+    unsigned                  nactive;    /* groups in the match loop */
+    unsigned                  max_groups; /* room in groups[] */
     size_t                    count;      /* posted entries */
     tm_matcher_link_t         order;      /* all entries, oldest first */
     uint64_t                  *seq;       /* next sequence number to assign */

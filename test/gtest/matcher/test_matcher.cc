@@ -312,8 +312,27 @@ TEST_F(matcher, many_masks_reuse_groups)
             ASSERT_EQ(&e[i], tm_matcher_match(&m, tag)) << round << " " << i;
         }
     }
+    /* Each round's masks took the groups of the previous round's */
     EXPECT_LE(m.ngroups, unsigned(n));
-    EXPECT_EQ(0u, m.nactive);
+    EXPECT_LE(m.nactive, unsigned(n));
+}
+
+TEST_F(matcher, reserve_avoids_growth)
+{
+    const size_t n = 5000;
+    std::vector<tm_matcher_entry_t> e(n);
+
+    ASSERT_EQ(0, tm_matcher_reserve(&m, MASK_FULL, n));
+    ASSERT_EQ(1u, m.ngroups);
+    tm_matcher_entry_t **buckets = m.groups[0].buckets;
+
+    for (size_t i = 0; i < n; ++i) {
+        post(&e[i], make_tag(i, 1, 1), MASK_FULL);
+    }
+    EXPECT_EQ(buckets, m.groups[0].buckets); /* not reallocated */
+    for (size_t i = n; i-- > 0;) {
+        ASSERT_EQ(&e[i], tm_matcher_match(&m, make_tag(i, 1, 1)));
+    }
 }
 
 TEST_F(matcher, growth_100k)
@@ -323,12 +342,16 @@ TEST_F(matcher, growth_100k)
     std::vector<size_t> order(n);
     std::mt19937_64 rng(12345);
 
-    /* Distinct exact tags, and every 16th a wildcard on the same source */
+    /* Distinct exact tags over 256 sources, and every 16th entry an
+     * ANY_TAG receive on one of those sources */
+    auto is_wild = [](size_t i) { return (i % 16) == 15; };
+    auto src_of  = [&](size_t i) { return is_wild(i) ? (i >> 4) & 0xff :
+                                                       i & 0xff; };
     for (size_t i = 0; i < n; ++i) {
-        if (i % 16 == 15) {
-            post(&e[i], make_tag(0, i & 0xff, 7), ANY_TAG);
+        if (is_wild(i)) {
+            post(&e[i], make_tag(0, src_of(i), 7), ANY_TAG);
         } else {
-            post(&e[i], make_tag(i, i & 0xff, 7), MASK_FULL);
+            post(&e[i], make_tag(i, src_of(i), 7), MASK_FULL);
         }
         order[i] = i;
     }
@@ -344,15 +367,18 @@ TEST_F(matcher, growth_100k)
     /* Match the exact ones in random order: an exact entry wins unless a
      * wildcard of its source posted before it is still there */
     std::vector<std::deque<size_t>> wild(256);
-    for (size_t j = 15; j < n; j += 16) {
-        wild[j & 0xff].push_back(j);
+    for (size_t j = 0; j < n; ++j) {
+        if (is_wild(j)) {
+            wild[src_of(j)].push_back(j);
+        }
     }
     std::shuffle(order.begin(), order.end(), rng);
+    size_t wild_taken = 0;
     for (size_t j : order) {
-        if (j % 16 == 15) {
+        if (is_wild(j)) {
             continue;
         }
-        std::deque<size_t> &w = wild[j & 0xff];
+        std::deque<size_t> &w = wild[src_of(j)];
         for (;;) {
             bool wild_first = !w.empty() && (w.front() < j);
             size_t expected = wild_first ? w.front() : j;
@@ -361,11 +387,13 @@ TEST_F(matcher, growth_100k)
                 break;
             }
             w.pop_front();
+            ++wild_taken;
         }
     }
-    for (auto &w : wild) {
-        for (size_t j : w) {
-            ASSERT_EQ(&e[j], tm_matcher_match(&m, make_tag(1, j & 0xff, 7)));
+    EXPECT_GT(wild_taken, 1000u); /* the wildcards did compete */
+    for (size_t s = 0; s < wild.size(); ++s) {
+        for (size_t j : wild[s]) {
+            ASSERT_EQ(&e[j], tm_matcher_match(&m, make_tag(1, s, 7)));
         }
     }
     EXPECT_EQ(0u, tm_matcher_count(&m));
