@@ -62,10 +62,13 @@ static soft_rec_t *soft_ring_reserve(soft_conn_t *conn, uint32_t len)
     return soft_ring_rec(conn->out, conn->out_mask, conn->out_tail);
 }
 
-static void soft_ring_publish(soft_conn_t *conn, soft_rec_t *rec, uint32_t len)
+static void soft_ring_publish(soft_conn_t *conn, soft_rec_t *rec, uint32_t len,
+                              uint16_t flags, uint32_t imm_data)
 {
-    rec->len  = len;
-    rec->type = SOFT_REC_MSG;
+    rec->len      = len;
+    rec->type     = SOFT_REC_MSG;
+    rec->flags    = flags;
+    rec->imm_data = imm_data;
     conn->out_tail += soft_rec_size(len);
     atomic_store_explicit(&conn->out->tail, conn->out_tail,
                           memory_order_release);
@@ -105,57 +108,145 @@ void soft_ring_release(soft_conn_t *conn, soft_rec_t *rec)
 
 /* ---- creation and connection ---- */
 
-int soft_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq, tm_dev_cq_t *tcq,
-                     tm_dev_conn_t **conn_p)
+/* A connection object without rings yet */
+static soft_conn_t *soft_conn_alloc(soft_dev_t *dev, soft_srq_t *srq,
+                                    soft_cq_t *cq)
 {
-    soft_dev_t *dev = soft_dev(tdev);
-    soft_srq_t *srq = soft_container_of(tsrq, soft_srq_t, super);
-    soft_cq_t *cq   = soft_container_of(tcq, soft_cq_t, super);
     soft_conn_t *conn;
-    char name[96];
-    int ret;
 
     conn = calloc(1, sizeof(*conn));
     if (conn == NULL) {
-        return ENOMEM;
+        return NULL;
     }
     conn->sq_size = dev->caps.max_send_wr;
     conn->sq_mask = soft_roundup_pow2(conn->sq_size) - 1;
     conn->sq      = calloc(conn->sq_mask + 1, sizeof(*conn->sq));
     if (conn->sq == NULL) {
-        ret = ENOMEM;
-        goto err_free;
+        free(conn);
+        return NULL;
     }
-
-    conn->seq = dev->next_conn_seq++;
-    soft_seg_name(name, sizeof(name), &dev->addr.proc, dev->addr.dev_seq,
-                  (int)conn->seq);
-    ret = soft_shm_create(&conn->in_shm, name,
-                          soft_ring_seg_size(dev->ring_size));
-    if (ret != 0) {
-        goto err_free_sq;
-    }
-    conn->in       = conn->in_shm.base;
-    conn->in->size = dev->ring_size;
-    conn->in_mask  = dev->ring_size - 1;
-    soft_seg_hdr_init(&conn->in->hdr, &dev->addr.proc, SOFT_SEG_CONN);
-
-    conn->super.dev = tdev;
+    conn->super.dev = &dev->super;
     conn->srq       = srq;
     conn->send_cq   = cq;
     conn->qp_num    = atomic_fetch_add(&soft_next_qp_num, 1) & 0xffffff;
     conn->state     = SOFT_CONN_INIT;
+    return conn;
+}
+
+static void soft_conn_link(soft_dev_t *dev, soft_conn_t *conn)
+{
     soft_list_add_tail(&dev->conns, &conn->dev_link);
-    soft_list_add_tail(&srq->conns, &conn->srq_link);
-    soft_list_add_tail(&cq->send_conns, &conn->cq_link);
+    soft_list_add_tail(&conn->srq->conns, &conn->srq_link);
+    soft_list_add_tail(&conn->send_cq->send_conns, &conn->cq_link);
+}
+
+static void soft_conn_free(soft_conn_t *conn)
+{
+    free(conn->fins);
+    free(conn->sq);
+    free(conn);
+}
+
+/* Creates a ring segment of ours (c<seq>) */
+static int soft_ring_create(soft_dev_t *dev, uint32_t seq, soft_shm_t *shm)
+{
+    soft_ring_ctl_t *ring;
+    char name[96];
+    int ret;
+
+    soft_seg_name(name, sizeof(name), &dev->addr.proc, dev->addr.dev_seq, 'c',
+                  seq);
+    ret = soft_shm_create(shm, name, soft_ring_seg_size(dev->ring_size));
+    if (ret != 0) {
+        return ret;
+    }
+    ring       = shm->base;
+    ring->size = dev->ring_size;
+    soft_seg_hdr_init(&ring->hdr, &dev->addr.proc, SOFT_SEG_CONN);
+    return 0;
+}
+
+/* Maps a peer's ring segment (c<seq>) and checks it */
+static int soft_ring_attach(const soft_dev_addr_t *da, uint32_t seq,
+                            soft_shm_t *shm)
+{
+    soft_ring_ctl_t *ring;
+    char name[96];
+    int ret;
+
+    soft_seg_name(name, sizeof(name), &da->proc, da->dev_seq, 'c', seq);
+    ret = soft_shm_attach(shm, name);
+    if (ret != 0) {
+        tm_dev_error("soft: cannot attach ring %s: %s", name, strerror(ret));
+        return (ret == ENOENT) ? ECONNREFUSED : ret;
+    }
+    ring = shm->base;
+    if ((shm->size < sizeof(*ring)) || (ring->hdr.magic != SOFT_MAGIC) ||
+        (ring->hdr.kind != SOFT_SEG_CONN) || (ring->size == 0) ||
+        (ring->size & (ring->size - 1)) ||
+        (shm->size < soft_ring_seg_size(ring->size))) {
+        soft_shm_detach(shm);
+        return EINVAL;
+    }
+    return 0;
+}
+
+static void soft_conn_set_in(soft_conn_t *conn)
+{
+    conn->in      = conn->in_shm.base;
+    conn->in_mask = conn->in->size - 1;
+    conn->in_head = atomic_load(&conn->in->head);
+}
+
+/* Becomes the producer of an attached or created outbound ring */
+static int soft_conn_set_out(soft_dev_t *dev, soft_conn_t *conn,
+                             const soft_dev_addr_t *da)
+{
+    soft_ring_ctl_t *out = conn->out_shm.base;
+    uint32_t expected    = 0;
+    int ret;
+
+    if (!atomic_compare_exchange_strong(&out->producer_attached, &expected, 1)) {
+        tm_dev_error("soft: ring of peer %u is already connected", da->proc.pid);
+        return EISCONN;
+    }
+    out->producer = dev->addr.proc;
+    ret = soft_peer_get(dev, da, &conn->peer);
+    if (ret != 0) {
+        atomic_store(&out->producer_attached, 0);
+        return (ret == ENOENT) ? ECONNREFUSED : ret;
+    }
+    conn->out            = out;
+    conn->out_mask       = out->size - 1;
+    conn->out_tail       = atomic_load(&out->tail);
+    conn->out_head_cache = atomic_load(&out->head);
+    conn->peer_proc      = da->proc;
+    conn->state          = SOFT_CONN_CONNECTED;
+    return 0;
+}
+
+int soft_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq, tm_dev_cq_t *tcq,
+                     tm_dev_conn_t **conn_p)
+{
+    soft_dev_t *dev = soft_dev(tdev);
+    soft_conn_t *conn;
+    int ret;
+
+    conn = soft_conn_alloc(dev, soft_container_of(tsrq, soft_srq_t, super),
+                           soft_container_of(tcq, soft_cq_t, super));
+    if (conn == NULL) {
+        return ENOMEM;
+    }
+    conn->seq = dev->next_conn_seq++;
+    ret = soft_ring_create(dev, conn->seq, &conn->in_shm);
+    if (ret != 0) {
+        soft_conn_free(conn);
+        return ret;
+    }
+    soft_conn_set_in(conn);
+    soft_conn_link(dev, conn);
     *conn_p = &conn->super;
     return 0;
-
-err_free_sq:
-    free(conn->sq);
-err_free:
-    free(conn);
-    return ret;
 }
 
 void soft_destroy_conn(tm_dev_conn_t *tconn)
@@ -171,17 +262,15 @@ void soft_destroy_conn(tm_dev_conn_t *tconn)
     soft_list_del(&conn->dev_link);
 
     /* the peer's outstanding sends to us now fail */
-    atomic_store(&conn->in->hdr.closed, 1);
-    soft_shm_destroy(&conn->in_shm);
-    if (conn->out != NULL) {
-        soft_shm_detach(&conn->out_shm);
+    if (conn->in != NULL) {
+        atomic_store(&conn->in->hdr.closed, 1);
     }
+    soft_shm_destroy(&conn->in_shm);      /* unlinks it if ours */
+    soft_shm_destroy(&conn->out_shm);
     if (conn->peer != NULL) {
         soft_peer_put(soft_dev(tconn->dev), conn->peer);
     }
-    free(conn->fins);
-    free(conn->sq);
-    free(conn);
+    soft_conn_free(conn);
 }
 
 void soft_conn_addr(tm_dev_conn_t *tconn, void *addr)
@@ -204,12 +293,9 @@ int soft_connect(tm_dev_conn_t *tconn, const void *dev_addr,
     soft_dev_t *dev   = soft_dev(tconn->dev);
     soft_dev_addr_t da;
     soft_conn_addr_t ca;
-    soft_ring_ctl_t *out;
-    uint32_t expected = 0;
-    char name[96];
     int ret;
 
-    if (conn->state != SOFT_CONN_INIT) {
+    if ((conn->state != SOFT_CONN_INIT) || conn->passive) {
         return EINVAL;
     }
     memcpy(&ca, conn_addr, sizeof(ca));
@@ -217,43 +303,187 @@ int soft_connect(tm_dev_conn_t *tconn, const void *dev_addr,
         !soft_is_reachable_addr(dev, &da)) {
         return EINVAL;
     }
-
-    soft_seg_name(name, sizeof(name), &da.proc, da.dev_seq, (int)ca.conn_seq);
-    ret = soft_shm_attach(&conn->out_shm, name);
+    ret = soft_ring_attach(&da, ca.conn_seq, &conn->out_shm);
     if (ret != 0) {
-        tm_dev_error("soft: cannot connect to %s: %s", name, strerror(ret));
+        return ret;
+    }
+    ret = soft_conn_set_out(dev, conn, &da);
+    if (ret != 0) {
+        soft_shm_detach(&conn->out_shm);
+    }
+    return ret;
+}
+
+
+/* ---- connections to a remote SRQ (connect_to_srq) ---- */
+
+void soft_srq_addr(tm_dev_srq_t *tsrq, void *addr)
+{
+    uint32_t seq = soft_container_of(tsrq, soft_srq_t, super)->seq;
+
+    memcpy(addr, &seq, sizeof(seq));
+}
+
+/* Posts a request in the remote SRQ's accept queue */
+static int soft_srq_request(const soft_dev_addr_t *da, uint32_t srq_seq,
+                            const soft_accept_slot_t *req)
+{
+    soft_srq_seg_t *seg;
+    soft_shm_t shm;
+    uint32_t i, expected;
+    char name[96];
+    int ret;
+
+    soft_seg_name(name, sizeof(name), &da->proc, da->dev_seq, 's', srq_seq);
+    ret = soft_shm_attach(&shm, name);
+    if (ret != 0) {
+        tm_dev_error("soft: cannot reach SRQ %s: %s", name, strerror(ret));
         return (ret == ENOENT) ? ECONNREFUSED : ret;
     }
-    out = conn->out_shm.base;
-    if ((conn->out_shm.size < sizeof(*out)) || (out->hdr.magic != SOFT_MAGIC) ||
-        (out->hdr.kind != SOFT_SEG_CONN) ||
-        (out->size & (out->size - 1)) ||
-        (conn->out_shm.size < soft_ring_seg_size(out->size))) {
-        ret = EINVAL;
-        goto err_detach;
+    seg = shm.base;
+    if ((shm.size < sizeof(*seg)) || (seg->hdr.magic != SOFT_MAGIC) ||
+        (seg->hdr.kind != SOFT_SEG_SRQ) || atomic_load(&seg->hdr.closed)) {
+        soft_shm_detach(&shm);
+        return ECONNREFUSED;
     }
-    if (!atomic_compare_exchange_strong(&out->producer_attached, &expected, 1)) {
-        tm_dev_error("soft: %s is already connected", name);
-        ret = EISCONN;
-        goto err_detach;
+    ret = EBUSY;            /* every slot taken: the SRQ is not polling */
+    for (i = 0; i < SOFT_ACCEPT_SLOTS; ++i) {
+        expected = SOFT_SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&seg->slot[i].state, &expected,
+                                            SOFT_SLOT_CLAIMED)) {
+            continue;
+        }
+        seg->slot[i].in_seq  = req->in_seq;
+        seg->slot[i].out_seq = req->out_seq;
+        seg->slot[i].qp_num  = req->qp_num;
+        seg->slot[i].proc    = req->proc;
+        seg->slot[i].host_id = req->host_id;
+        seg->slot[i].dev_seq = req->dev_seq;
+        atomic_store_explicit(&seg->slot[i].state, SOFT_SLOT_READY,
+                              memory_order_release);
+        atomic_fetch_add_explicit(&seg->requests, 1, memory_order_release);
+        ret = 0;
+        break;
     }
-    out->producer = dev->addr.proc;
+    soft_shm_detach(&shm);
+    return ret;
+}
 
-    ret = soft_peer_get(dev, &da, &conn->peer);
-    if (ret != 0) {
-        goto err_detach;
+/*
+ * Active side: we create the ring we produce into (the passive half's
+ * inbound) besides our own inbound ring, and ask the remote SRQ to accept.
+ * We may send at once: the messages wait in the ring until it does.
+ */
+int soft_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
+                        const void *srq_addr)
+{
+    soft_conn_t *conn = soft_container_of(tconn, soft_conn_t, super);
+    soft_dev_t *dev   = soft_dev(tconn->dev);
+    soft_accept_slot_t req;
+    soft_dev_addr_t da;
+    uint32_t srq_seq;
+    int ret;
+
+    if ((conn->state != SOFT_CONN_INIT) || conn->passive) {
+        return EINVAL;
     }
-    conn->out            = out;
-    conn->out_mask       = out->size - 1;
-    conn->out_tail       = atomic_load(&out->tail);
-    conn->out_head_cache = atomic_load(&out->head);
-    conn->peer_proc      = da.proc;
-    conn->state          = SOFT_CONN_CONNECTED;
+    memcpy(&srq_seq, srq_addr, sizeof(srq_seq));
+    if (!soft_dev_addr_unpack(dev_addr, &da) ||
+        !soft_is_reachable_addr(dev, &da)) {
+        return EINVAL;
+    }
+
+    memset(&req, 0, sizeof(req));
+    req.in_seq  = dev->next_conn_seq++;
+    req.out_seq = conn->seq;
+    req.qp_num  = conn->qp_num;
+    req.proc    = dev->addr.proc;
+    req.host_id = dev->addr.host_id;
+    req.dev_seq = dev->addr.dev_seq;
+    ret = soft_ring_create(dev, req.in_seq, &conn->out_shm);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = soft_conn_set_out(dev, conn, &da);
+    if (ret != 0) {
+        goto err_destroy;
+    }
+    ret = soft_srq_request(&da, srq_seq, &req);
+    if (ret != 0) {
+        conn->state = SOFT_CONN_INIT;
+        conn->out   = NULL;
+        soft_peer_put(dev, conn->peer);
+        conn->peer  = NULL;
+        goto err_destroy;
+    }
     return 0;
 
-err_detach:
-    soft_shm_detach(&conn->out_shm);
+err_destroy:
+    soft_shm_destroy(&conn->out_shm);
     return ret;
+}
+
+/* Passive side: a connection for a request in our SRQ's accept queue */
+int soft_conn_accept(soft_srq_t *srq, const soft_accept_slot_t *req)
+{
+    soft_dev_t *dev = soft_dev(srq->super.dev);
+    soft_dev_addr_t da;
+    soft_conn_t *conn;
+    int ret;
+
+    da.host_id = req->host_id;
+    da.proc    = req->proc;
+    da.dev_seq = req->dev_seq;
+    if (!soft_is_reachable_addr(dev, &da)) {
+        return EINVAL;
+    }
+    /* its send completions go to the SRQ's CQ: nobody else polls for it */
+    conn = soft_conn_alloc(dev, srq, srq->cq);
+    if (conn == NULL) {
+        return ENOMEM;
+    }
+    conn->passive = true;
+    conn->seq     = UINT32_MAX;
+    ret = soft_ring_attach(&da, req->in_seq, &conn->in_shm);
+    if (ret != 0) {
+        goto err_free;
+    }
+    soft_conn_set_in(conn);
+    ret = soft_ring_attach(&da, req->out_seq, &conn->out_shm);
+    if (ret != 0) {
+        goto err_detach_in;
+    }
+    ret = soft_conn_set_out(dev, conn, &da);
+    if (ret != 0) {
+        goto err_detach_out;
+    }
+    soft_conn_link(dev, conn);
+    tm_dev_debug("soft: SRQ %u accepted qp 0x%x of process %u as qp 0x%x",
+                 srq->seq, req->qp_num, req->proc.pid, conn->qp_num);
+    return 0;
+
+err_detach_out:
+    soft_shm_detach(&conn->out_shm);
+err_detach_in:
+    soft_shm_detach(&conn->in_shm);
+err_free:
+    soft_conn_free(conn);
+    return ret;
+}
+
+tm_dev_conn_t *soft_srq_conn(tm_dev_srq_t *tsrq, uint32_t qp_num)
+{
+    soft_srq_t *srq = soft_container_of(tsrq, soft_srq_t, super);
+    soft_list_t *it;
+    soft_conn_t *conn;
+
+    for (it = srq->conns.next; it != &srq->conns; it = it->next) {
+        conn = soft_container_of(it, soft_conn_t, srq_link);
+        if (conn->qp_num == qp_num) {
+            return &conn->super;
+        }
+    }
+    return NULL;
 }
 
 
@@ -394,7 +624,7 @@ static void soft_conn_push(soft_conn_t *conn)
                 break;
             }
             memcpy(rec + 1, conn->fins[i].data, sizeof(conn->fins[i].data));
-            soft_ring_publish(conn, rec, sizeof(conn->fins[i].data));
+            soft_ring_publish(conn, rec, sizeof(conn->fins[i].data), 0, 0);
         }
         memmove(conn->fins, conn->fins + i,
                 (conn->fin_count - i) * sizeof(*conn->fins));
@@ -403,7 +633,8 @@ static void soft_conn_push(soft_conn_t *conn)
 
     while (conn->sq_sent != conn->sq_tail) {
         wqe = soft_sq_wqe(conn, conn->sq_sent);
-        if (soft_likely(wqe->opcode == IBV_WR_SEND)) {
+        if (soft_likely((wqe->opcode == IBV_WR_SEND) ||
+                        (wqe->opcode == IBV_WR_SEND_WITH_IMM))) {
             if (soft_unlikely(!wqe->inline_len && !soft_wqe_lkeys_ok(dev, wqe))) {
                 soft_conn_set_error(conn);
                 soft_conn_fail_from(conn, conn->sq_sent, IBV_WC_LOC_PROT_ERR);
@@ -414,7 +645,9 @@ static void soft_conn_push(soft_conn_t *conn)
                 return;             /* ring full: the peer is behind */
             }
             soft_wqe_gather(wqe, (uint8_t *)(rec + 1));
-            soft_ring_publish(conn, rec, wqe->byte_len);
+            soft_ring_publish(conn, rec, wqe->byte_len,
+                              (wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
+                              SOFT_REC_F_IMM : 0, wqe->imm_data);
             wqe->ring_end = conn->out_tail;
             wqe->state    = SOFT_WQE_SENT;
         } else {
@@ -503,7 +736,11 @@ void soft_conn_progress_send(soft_conn_t *conn)
         if (!soft_conn_waits_on_peer(conn)) {
             return;
         }
-        /* still waiting: is the peer still there? (rate-limited) */
+        /* still waiting: is the peer still there?  (rate-limited: the clock
+         * is read every 64 polls, /proc every SOFT_LIVENESS_PERIOD_NS) */
+        if ((++conn->liveness_polls & 63) != 1) {
+            return;
+        }
         now = soft_now_ns();
         if (now >= conn->next_liveness_ns) {
             conn->next_liveness_ns = now + SOFT_LIVENESS_PERIOD_NS;
@@ -534,7 +771,7 @@ int soft_conn_send_fin(soft_conn_t *conn, const void *fin, size_t len)
         rec = soft_ring_reserve(conn, (uint32_t)len);
         if (rec != NULL) {
             memcpy(rec + 1, fin, len);
-            soft_ring_publish(conn, rec, (uint32_t)len);
+            soft_ring_publish(conn, rec, (uint32_t)len, 0, 0);
             return 0;
         }
     }
@@ -569,6 +806,7 @@ static int soft_wqe_fill(soft_conn_t *conn, const struct ibv_send_wr *wr,
     }
     switch (wr->opcode) {
     case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
         if ((len > dev->caps.max_msg_size) ||
             (soft_rec_size((uint32_t)len) * 2 > conn->out_mask + 1)) {
             return EINVAL;
@@ -596,6 +834,7 @@ static int soft_wqe_fill(soft_conn_t *conn, const struct ibv_send_wr *wr,
     wqe->state      = SOFT_WQE_QUEUED;
     wqe->status     = IBV_WC_SUCCESS;
     wqe->byte_len   = (uint32_t)len;
+    wqe->imm_data   = wr->imm_data;
     wqe->inline_len = 0;
     wqe->num_sge    = 0;
     if (wr->send_flags & IBV_SEND_INLINE) {

@@ -58,10 +58,10 @@ static int soft_caps_from_attr(const tm_dev_attr_t *attr, tm_dev_caps_t *caps,
     caps->eager_packet_size    = soft_attr_or(attr->eager_packet_size,
                                               SOFT_DEF_EAGER_PACKET);
     caps->max_send_sge         = SOFT_MAX_SGE;
-    caps->flags                = 0;
+    caps->flags                = TM_DEV_CAP_CONNECT_TO_SRQ;
     caps->dev_addr_len         = SOFT_DEV_ADDR_LEN;
     caps->conn_addr_len        = sizeof(soft_conn_addr_t);
-    caps->srq_addr_len         = 0;
+    caps->srq_addr_len         = sizeof(uint32_t);
 
     if ((caps->tm.max_num_tags > SOFT_MAX_NUM_TAGS_LIMIT) ||
         (caps->tm.max_rndv_hdr_size < min_hdr) ||
@@ -122,7 +122,7 @@ static int soft_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
     if (ret != 0) {
         goto err_free;
     }
-    soft_seg_name(name, sizeof(name), &self, dev->addr.dev_seq, -1);
+    soft_seg_name(name, sizeof(name), &self, dev->addr.dev_seq, 0, 0);
     ret = soft_shm_create(&dev->shm, name, sizeof(soft_dev_seg_t));
     if (ret != 0) {
         goto err_mr;
@@ -205,24 +205,6 @@ static int soft_is_reachable(tm_dev_t *tdev, const void *addr)
            soft_is_reachable_addr(soft_dev(tdev), &peer);
 }
 
-/* Connections to a remote SRQ without its software: not supported */
-static void soft_srq_addr(tm_dev_srq_t *srq, void *addr)
-{
-    (void)srq;
-    (void)addr;
-}
-
-static int soft_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
-                               const void *srq_addr)
-{
-    return EOPNOTSUPP;
-}
-
-static tm_dev_conn_t *soft_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num)
-{
-    return NULL;
-}
-
 static int soft_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
 {
     soft_dev_t *dev = soft_dev(tdev);
@@ -270,8 +252,9 @@ static int soft_poll_cq(tm_dev_cq_t *tcq, int max, tm_dev_wc_t *wc)
     soft_list_t *it, *next;
     int n;
 
-    if (dev->mode == TM_SOFT_MODE_AUTO) {
-        for (it = cq->srqs.next; it != &cq->srqs; it = it->next) {
+    for (it = cq->srqs.next; it != &cq->srqs; it = it->next) {
+        soft_srq_accept(soft_container_of(it, soft_srq_t, link));
+        if (dev->mode == TM_SOFT_MODE_AUTO) {
             soft_srq_progress(soft_container_of(it, soft_srq_t, link));
         }
     }

@@ -97,7 +97,7 @@ typedef struct soft_seg_hdr {
     _Atomic uint32_t closed;    /* owner destroyed it: peers see a dead end */
 } soft_seg_hdr_t;
 
-enum { SOFT_SEG_DEV = 1, SOFT_SEG_CONN = 2 };
+enum { SOFT_SEG_DEV = 1, SOFT_SEG_CONN = 2, SOFT_SEG_SRQ = 3 };
 
 /* One registration (shared memory, read by peers) */
 typedef struct soft_mr_slot {
@@ -113,6 +113,31 @@ typedef struct soft_dev_seg {
     soft_seg_hdr_t  hdr;
     soft_mr_slot_t  mr[SOFT_MR_SLOTS] SOFT_ALIGNED;
 } soft_dev_seg_t;
+
+/*
+ * A TM-SRQ's accept queue: a peer asking for a connection to the SRQ
+ * (connect_to_srq) claims a slot, fills it and marks it ready; the SRQ's
+ * device accepts it in its next poll.  The requester creates both rings.
+ */
+#define SOFT_ACCEPT_SLOTS   64
+
+typedef struct soft_accept_slot {
+    _Atomic uint32_t state;     /* SOFT_SLOT_* */
+    uint32_t        in_seq;     /* ring the requester produces into (c<n>) */
+    uint32_t        out_seq;    /* requester's inbound ring (c<n>) */
+    uint32_t        qp_num;     /* requester's connection */
+    soft_proc_id_t  proc;       /* requester's device */
+    uint32_t        host_id;
+    uint32_t        dev_seq;
+} soft_accept_slot_t;
+
+enum { SOFT_SLOT_FREE, SOFT_SLOT_CLAIMED, SOFT_SLOT_READY };
+
+typedef struct soft_srq_seg {
+    soft_seg_hdr_t     hdr;
+    _Atomic uint32_t   requests SOFT_ALIGNED;  /* slots made ready, ever */
+    soft_accept_slot_t slot[SOFT_ACCEPT_SLOTS] SOFT_ALIGNED;
+} soft_srq_seg_t;
 
 /*
  * Ring: single producer (the peer connection), single consumer (the owner's
@@ -133,11 +158,13 @@ typedef struct soft_ring_ctl {
 typedef struct soft_rec {
     uint32_t        len;        /* payload bytes */
     uint16_t        type;       /* SOFT_REC_MSG / SOFT_REC_PAD */
-    uint16_t        reserved;
-    uint32_t        reserved2[3];
+    uint16_t        flags;      /* SOFT_REC_F_* */
+    uint32_t        imm_data;   /* big endian, as posted */
+    uint32_t        reserved;
 } soft_rec_t;
 
 enum { SOFT_REC_MSG = 1, SOFT_REC_PAD = 2 };
+enum { SOFT_REC_F_IMM = 1 };
 
 
 /* ---- Process-local objects ---- */
@@ -182,6 +209,7 @@ struct soft_dev {
     soft_list_t        cqs;
     soft_list_t        conns;
     uint32_t           next_conn_seq;
+    uint32_t           next_srq_seq;
     /* steering (soft_dev_test.h) */
     tm_soft_mode_t     mode;
     tm_soft_order_t    order;
@@ -243,6 +271,8 @@ typedef struct soft_xfer {
     uint64_t           tag;
     uint32_t           app_ctx;
     uint32_t           byte_len;     /* eager: already placed */
+    unsigned           imm_flag;     /* IBV_WC_WITH_IMM or 0 */
+    uint32_t           imm_data;
     bool               rndv;
     uint64_t           local_addr;
     uint32_t           lkey;
@@ -256,6 +286,11 @@ struct soft_srq {
     tm_dev_srq_t       super;
     soft_list_t        link;         /* in cq->srqs */
     soft_cq_t          *cq;
+    /* accept queue for connect_to_srq */
+    uint32_t           seq;
+    soft_shm_t         shm;
+    soft_srq_seg_t     *seg;
+    uint32_t           accepted;     /* requests taken from seg */
     soft_list_t        conns;        /* conns whose receives come here */
     soft_list_t        *rr_next;     /* round-robin position in conns */
     /* untagged buffers: FIFO */
@@ -292,6 +327,7 @@ typedef struct soft_wqe {
     uint8_t            state;        /* SOFT_WQE_* */
     uint8_t            status;       /* completion status when DONE */
     uint32_t           byte_len;
+    uint32_t           imm_data;     /* SEND_WITH_IMM, big endian */
     /* what is needed to push it later (ring full, or earlier ones waiting) */
     uint32_t           num_sge;
     struct ibv_sge     sge[SOFT_MAX_SGE];
@@ -328,6 +364,7 @@ struct soft_conn {
     uint32_t           qp_num;
     uint32_t           seq;
     int                state;
+    bool               passive;      /* accepted by our SRQ, owned by it */
     /* inbound: our segment, consumed by our SRQ */
     soft_shm_t         in_shm;
     soft_ring_ctl_t    *in;
@@ -342,6 +379,7 @@ struct soft_conn {
     soft_peer_t        *peer;        /* peer device's registration table */
     soft_proc_id_t     peer_proc;
     uint64_t           next_liveness_ns;
+    uint32_t           liveness_polls;
     /* send queue: FIFO of max_send_wr */
     soft_wqe_t         *sq;
     uint32_t           sq_mask, sq_size;
@@ -415,7 +453,7 @@ int  soft_proc_start_time(pid_t pid, uint64_t *start_time);
 bool soft_proc_alive(const soft_proc_id_t *id);
 uint32_t soft_host_id(void);
 void soft_seg_name(char *buf, size_t len, const soft_proc_id_t *owner,
-                   uint32_t dev_seq, int conn_seq);
+                   uint32_t dev_seq, char kind, uint32_t seq);
 int  soft_shm_create(soft_shm_t *shm, const char *name, size_t size);
 int  soft_shm_attach(soft_shm_t *shm, const char *name);
 void soft_shm_destroy(soft_shm_t *shm);
@@ -440,6 +478,11 @@ int  soft_peer_get(soft_dev_t *dev, const soft_dev_addr_t *addr,
 void soft_peer_put(soft_dev_t *dev, soft_peer_t *peer);
 
 /* soft_conn.c */
+int  soft_conn_accept(soft_srq_t *srq, const soft_accept_slot_t *req);
+void soft_srq_addr(tm_dev_srq_t *srq, void *addr);
+int  soft_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
+                         const void *srq_addr);
+tm_dev_conn_t *soft_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num);
 int  soft_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
                       tm_dev_conn_t **conn_p);
 void soft_destroy_conn(tm_dev_conn_t *conn);
@@ -468,6 +511,7 @@ int  soft_srq_step_op(soft_srq_t *srq);
 int  soft_srq_step_arrival(soft_srq_t *srq, soft_conn_t *conn);
 int  soft_srq_step_data(soft_srq_t *srq);
 void soft_srq_progress(soft_srq_t *srq);
+void soft_srq_accept(soft_srq_t *srq);
 bool soft_srq_arrival_ready(soft_srq_t *srq, soft_conn_t *conn);
 bool soft_srq_op_ready(const soft_srq_t *srq);
 bool soft_srq_data_ready(const soft_srq_t *srq);

@@ -202,7 +202,7 @@ int soft_peer_get(soft_dev_t *dev, const soft_dev_addr_t *addr,
     if (peer == NULL) {
         return ENOMEM;
     }
-    soft_seg_name(name, sizeof(name), &addr->proc, addr->dev_seq, -1);
+    soft_seg_name(name, sizeof(name), &addr->proc, addr->dev_seq, 0, 0);
     ret = soft_shm_attach(&peer->shm, name);
     if (ret != 0) {
         free(peer);

@@ -80,7 +80,10 @@ static unsigned soft_srq_events(soft_srq_t *srq, tm_soft_event_t *ev,
 
 unsigned tm_soft_events(tm_dev_srq_t *srq, tm_soft_event_t *ev, unsigned max)
 {
-    unsigned n = soft_srq_events(soft_srq(srq), ev, max);
+    unsigned n;
+
+    soft_srq_accept(soft_srq(srq));
+    n = soft_srq_events(soft_srq(srq), ev, max);
 
     return (n < max) ? n : max;
 }

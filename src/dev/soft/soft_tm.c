@@ -115,6 +115,51 @@ static void soft_srq_sync(soft_srq_t *srq, uint32_t unexpected_cnt)
 
 /* ---- creation ---- */
 
+static int soft_srq_seg_create(soft_dev_t *dev, soft_srq_t *srq)
+{
+    char name[96];
+    int ret;
+
+    srq->seq = dev->next_srq_seq++;
+    soft_seg_name(name, sizeof(name), &dev->addr.proc, dev->addr.dev_seq, 's',
+                  srq->seq);
+    ret = soft_shm_create(&srq->shm, name, sizeof(soft_srq_seg_t));
+    if (ret != 0) {
+        return ret;
+    }
+    srq->seg = srq->shm.base;
+    soft_seg_hdr_init(&srq->seg->hdr, &dev->addr.proc, SOFT_SEG_SRQ);
+    return 0;
+}
+
+/* Accepts the connections peers asked for since the last poll */
+void soft_srq_accept(soft_srq_t *srq)
+{
+    soft_accept_slot_t *slot;
+    uint32_t i;
+    int ret;
+
+    if (soft_likely(atomic_load_explicit(&srq->seg->requests,
+                                         memory_order_acquire) == srq->accepted)) {
+        return;
+    }
+    for (i = 0; i < SOFT_ACCEPT_SLOTS; ++i) {
+        slot = &srq->seg->slot[i];
+        if (atomic_load_explicit(&slot->state, memory_order_acquire) !=
+            SOFT_SLOT_READY) {
+            continue;
+        }
+        ret = soft_conn_accept(srq, slot);
+        if (ret != 0) {
+            tm_dev_warn("soft: SRQ %u refused a connection of process %u: %s",
+                        srq->seq, slot->proc.pid, strerror(ret));
+        }
+        ++srq->accepted;
+        atomic_store_explicit(&slot->state, SOFT_SLOT_FREE,
+                              memory_order_release);
+    }
+}
+
 int soft_create_srq(tm_dev_t *tdev, tm_dev_cq_t *tcq, tm_dev_srq_t **srq_p)
 {
     soft_dev_t *dev = soft_dev(tdev);
@@ -149,6 +194,10 @@ int soft_create_srq(tm_dev_t *tdev, tm_dev_cq_t *tcq, tm_dev_srq_t **srq_p)
     }
     soft_list_init(&srq->conns);
     srq->rr_next       = &srq->conns;
+    if (soft_srq_seg_create(dev, srq) != 0) {
+        soft_destroy_srq(&srq->super);
+        return ENOMEM;
+    }
     srq->in_phase      = true;
     srq->match_barrier = UINT64_MAX;
     srq->super.dev     = tdev;
@@ -161,12 +210,28 @@ int soft_create_srq(tm_dev_t *tdev, tm_dev_cq_t *tcq, tm_dev_srq_t **srq_p)
 void soft_destroy_srq(tm_dev_srq_t *tsrq)
 {
     soft_srq_t *srq = soft_container_of(tsrq, soft_srq_t, super);
+    soft_list_t *it, *next;
+    soft_conn_t *conn;
 
+    if (srq->seg != NULL) {
+        atomic_store(&srq->seg->hdr.closed, 1);
+    }
+    soft_shm_destroy(&srq->shm);
+    if (srq->conns.next != NULL) {
+        /* the passive halves of connections to us are ours */
+        for (it = srq->conns.next; it != &srq->conns; it = next) {
+            next = it->next;
+            conn = soft_container_of(it, soft_conn_t, srq_link);
+            if (conn->passive) {
+                soft_destroy_conn(&conn->super);
+            }
+        }
+        if (!soft_list_empty(&srq->conns)) {
+            tm_dev_warn("soft: SRQ destroyed while connections use it");
+        }
+    }
     if (srq->cq != NULL) {
         soft_list_del(&srq->link);
-    }
-    if ((srq->conns.next != NULL) && !soft_list_empty(&srq->conns)) {
-        tm_dev_warn("soft: SRQ destroyed while connections use it");
     }
     free(srq->rbufs);
     free(srq->tags);
@@ -432,6 +497,14 @@ bool soft_srq_arrival_ready(soft_srq_t *srq, soft_conn_t *conn)
     return soft_srq_arrival_peek(srq, conn, &rec, &tag, &kind);
 }
 
+static inline void soft_wc_imm_fill(tm_dev_wc_t *wc, const soft_rec_t *rec)
+{
+    if (rec->flags & SOFT_REC_F_IMM) {
+        wc->wc_flags |= IBV_WC_WITH_IMM;
+        wc->imm_data  = rec->imm_data;
+    }
+}
+
 static void soft_wc_tm_fill(tm_dev_wc_t *wc, const struct ibv_tmh *tmh)
 {
     wc->tm_info.tag  = be64toh(tmh->tag);
@@ -457,6 +530,7 @@ static void soft_srq_deliver_untagged(soft_srq_t *srq, soft_conn_t *conn,
     wc->qp_num   = conn->qp_num;
     wc->byte_len = rec->len;
     wc->wc_flags = soft_srq_sync_flag(srq);
+    soft_wc_imm_fill(wc, rec);
     if (soft_unlikely(rec->len > rbuf->length)) {
         wc->status = IBV_WC_LOC_LEN_ERR;
     } else if (soft_unlikely(!soft_key_check(dev->seg, rbuf->lkey, rbuf->addr,
@@ -510,6 +584,7 @@ static void soft_srq_deliver_eager(soft_srq_t *srq, soft_conn_t *conn,
     wc->byte_len = len;
     wc->wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID |
                    soft_srq_sync_flag(srq);
+    soft_wc_imm_fill(wc, rec);
     if (soft_unlikely(len > tag->length)) {
         wc->status = IBV_WC_LOC_LEN_ERR;    /* entry consumed, nothing written */
     } else if (soft_unlikely(len && !soft_key_check(dev->seg, tag->lkey,
@@ -523,6 +598,8 @@ static void soft_srq_deliver_eager(soft_srq_t *srq, soft_conn_t *conn,
             xfer           = soft_srq_xfer_push(srq, conn, tag, tmh);
             xfer->rndv     = false;
             xfer->byte_len = len;
+            xfer->imm_flag = wc->wc_flags & IBV_WC_WITH_IMM;
+            xfer->imm_data = wc->imm_data;
         }
     }
     soft_tag_retire(srq, tag);
@@ -542,6 +619,7 @@ static void soft_srq_deliver_rndv(soft_srq_t *srq, soft_conn_t *conn,
 
     wc           = soft_srq_push_tm_recv(srq, conn, tag, tmh);
     wc->wc_flags = IBV_WC_TM_MATCH | soft_srq_sync_flag(srq);
+    soft_wc_imm_fill(wc, rec);
 
     if (rndv_len > tag->length) {
         /* software finishes it: the headers go into the tagged buffer */
@@ -563,6 +641,8 @@ static void soft_srq_deliver_rndv(soft_srq_t *srq, soft_conn_t *conn,
         xfer->rkey      = be32toh(rvh->rkey);
         xfer->rndv_len  = rndv_len;
         xfer->lkey      = tag->lkey;
+        xfer->imm_flag  = wc->wc_flags & IBV_WC_WITH_IMM;
+        xfer->imm_data  = wc->imm_data;
         memcpy(xfer->fin, tmh, SOFT_TMH_LEN + SOFT_RVH_LEN);
         ((struct ibv_tmh *)xfer->fin)->opcode = IBV_TMH_FIN;
     }
@@ -655,7 +735,9 @@ int soft_srq_step_data(soft_srq_t *srq)
     wc->opcode      = IBV_WC_TM_RECV;
     wc->qp_num      = (xfer->conn != NULL) ? xfer->conn->qp_num : 0;
     wc->byte_len    = (status == IBV_WC_SUCCESS) ? xfer->byte_len : 0;
-    wc->wc_flags    = IBV_WC_TM_DATA_VALID | soft_srq_sync_flag(srq);
+    wc->wc_flags    = IBV_WC_TM_DATA_VALID | soft_srq_sync_flag(srq) |
+                      xfer->imm_flag;
+    wc->imm_data    = xfer->imm_data;
     wc->tm_info.tag  = xfer->tag;
     wc->tm_info.priv = xfer->app_ctx;
 

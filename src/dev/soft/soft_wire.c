@@ -4,7 +4,8 @@
  * Every segment is a file in /dev/shm named after its owner process
  * (pid and start time, so that a reused pid is not mistaken for the owner):
  *   rc_tm_soft.<pid>.<start>.d<dev>         device: registration table
- *   rc_tm_soft.<pid>.<start>.d<dev>.c<conn> connection: its inbound ring
+ *   rc_tm_soft.<pid>.<start>.d<dev>.c<n>    a connection's inbound ring
+ *   rc_tm_soft.<pid>.<start>.d<dev>.s<n>    a TM-SRQ's accept queue
  * The owner unlinks them on close and at exit; a process killed before that
  * leaves them behind, and the next device opened on the host unlinks those
  * whose owner is gone.
@@ -132,15 +133,16 @@ uint32_t soft_host_id(void)
     return host_id;
 }
 
+/* kind 0: the device segment; 'c' a ring, 's' an SRQ's accept queue */
 void soft_seg_name(char *buf, size_t len, const soft_proc_id_t *owner,
-                   uint32_t dev_seq, int conn_seq)
+                   uint32_t dev_seq, char kind, uint32_t seq)
 {
-    if (conn_seq < 0) {
+    if (kind == 0) {
         snprintf(buf, len, SOFT_SHM_PREFIX "%u.%llu.d%u", owner->pid,
                  (unsigned long long)owner->start_time, dev_seq);
     } else {
-        snprintf(buf, len, SOFT_SHM_PREFIX "%u.%llu.d%u.c%d", owner->pid,
-                 (unsigned long long)owner->start_time, dev_seq, conn_seq);
+        snprintf(buf, len, SOFT_SHM_PREFIX "%u.%llu.d%u.%c%u", owner->pid,
+                 (unsigned long long)owner->start_time, dev_seq, kind, seq);
     }
 }
 

@@ -92,6 +92,7 @@ struct node {
     std::vector<char>      arena;
     size_t                 arena_pos = 0;
     std::vector<tm_dev_conn_t*> conns;
+    std::vector<tm_dev_mr_t*> extra_mrs; /* deregistered at close */
     std::deque<tm_dev_wc_t> wcs;       /* polled, not yet looked at */
 
     void open(const tm_dev_attr_t &attr, unsigned cq_depth = 1024,
@@ -113,6 +114,10 @@ struct node {
             tm_dev_destroy_conn(c);
         }
         conns.clear();
+        for (tm_dev_mr_t *m : extra_mrs) {
+            tm_dev_dereg_mr(m);
+        }
+        extra_mrs.clear();
         if (mr)  { tm_dev_dereg_mr(mr); mr = nullptr; }
         if (srq) { tm_dev_destroy_srq(srq); srq = nullptr; }
         if (cq)  { tm_dev_destroy_cq(cq); cq = nullptr; }
@@ -375,6 +380,19 @@ TEST(soft_dev, defaults_and_attributes)
 
     attr.max_rndv_hdr_size = 8;     /* cannot hold TMH + RVH */
     EXPECT_EQ(EINVAL, tm_dev_open(&info, &attr, &dev));
+
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_EQ(0, tm_dev_open(&info, &attr, &dev));
+    tm_dev_query(dev, &caps);
+    EXPECT_TRUE(caps.flags & TM_DEV_CAP_CONNECT_TO_SRQ);
+    EXPECT_GT(caps.srq_addr_len, 0u);
+    EXPECT_LE(caps.srq_addr_len, (size_t)TM_DEV_ADDR_MAX);
+    EXPECT_GE(caps.max_send_sge, 2u);
+    EXPECT_LE(caps.dev_addr_len, 31u);          /* what UCP carries */
+    char addr[TM_DEV_ADDR_MAX];
+    tm_dev_addr(dev, addr);
+    EXPECT_EQ(TM_DEV_ADDR_SOFT, (uint8_t)addr[0]);
+    tm_dev_close(dev);
 }
 
 TEST(soft_dev, addresses_and_reachability)
@@ -409,7 +427,7 @@ TEST(soft_dev, shm_removed_at_close)
     memset(&attr, 0, sizeof(attr));
     ASSERT_NO_FATAL_FAILURE(a.open(attr));
     a.create_conn();
-    EXPECT_EQ(2u, shm_names(prefix).size());
+    EXPECT_EQ(3u, shm_names(prefix).size());     /* device, SRQ, ring */
     a.close();
     EXPECT_EQ(0u, shm_names(prefix).size());
 }
@@ -1287,6 +1305,7 @@ TEST(soft_keys, wrong_key_touches_nothing)
             ASSERT_EQ(0, tm_dev_reg_mr(r.dev, remote, 256,
                                        IBV_ACCESS_REMOTE_READ |
                                        IBV_ACCESS_REMOTE_WRITE, &mr));
+            r.extra_mrs.push_back(mr);
             *rkey = mr->rkey ^ 0x10000;          /* other generation */
         }, write);
         check_bad_key([](node &r, char *remote, uint64_t *addr, uint32_t *rkey) {
@@ -1317,6 +1336,7 @@ TEST(soft_keys, out_of_range_touches_nothing)
             ASSERT_EQ(0, tm_dev_reg_mr(r.dev, remote, 128,
                                        IBV_ACCESS_REMOTE_READ |
                                        IBV_ACCESS_REMOTE_WRITE, &mr));
+            r.extra_mrs.push_back(mr);
             *rkey = mr->rkey;                    /* 256 > 128 registered */
         }, write);
     }
@@ -1324,6 +1344,7 @@ TEST(soft_keys, out_of_range_touches_nothing)
         tm_dev_mr_t *mr;
         ASSERT_EQ(0, tm_dev_reg_mr(r.dev, remote, 256, IBV_ACCESS_REMOTE_READ,
                                    &mr));
+        r.extra_mrs.push_back(mr);
         *rkey = mr->rkey;                        /* no remote write access */
     }, true);
 }
@@ -1350,6 +1371,213 @@ TEST_F(soft_pair, rndv_with_bad_key_fails_and_sends_no_fin)
     }
 }
 
+
+
+/* ------------------------------------------------------------------------
+ * Immediate data (IBV_WR_SEND_WITH_IMM) and gather lists
+ */
+TEST_F(soft_pair_small_packet, send_with_imm_reaches_every_completion_kind)
+{
+    std::vector<char*> bufs;
+    char *tbuf = r.alloc(1024), *lbuf = r.alloc(1024);
+    auto send_imm = [&](const std::string &m, uint32_t imm, uint64_t id) {
+        char *a = s.alloc(m.size());
+        memcpy(a, m.data(), m.size());
+        /* two gather entries */
+        size_t half = m.size() / 2;
+        struct ibv_sge sge[2] = { { (uintptr_t)a, (uint32_t)half, s.mr->lkey },
+                                  { (uintptr_t)a + half, (uint32_t)(m.size() - half),
+                                    s.mr->lkey } };
+        struct ibv_send_wr wr, *bad;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id      = id;
+        wr.opcode     = IBV_WR_SEND_WITH_IMM;
+        wr.sg_list    = sge;
+        wr.num_sge    = 2;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.imm_data   = htobe32(imm);
+        return tm_dev_post_send(cs, &wr, &bad);
+    };
+
+    r.post_rbufs(2, 512, 10, &bufs);
+    ASSERT_EQ(0, r.add_tag(1, ~0ull, tbuf, 1024, 100, 0, nullptr, 0, 0));
+    ASSERT_EQ(0, r.add_tag(2, ~0ull, lbuf, 1024, 101, 0, nullptr, 0, 0));
+    std::string m1 = tm_msg(IBV_TMH_EAGER, 1, 0, "short-imm");
+    std::string m2 = tm_msg(IBV_TMH_EAGER, 2, 0, std::string(300, 'L'));
+    std::string m3 = tm_msg(IBV_TMH_NO_TAG, 0, 0, "am");
+    ASSERT_EQ(0, send_imm(m1, 0x11, 1));
+    ASSERT_EQ(0, send_imm(m2, 0x22, 2));
+    ASSERT_EQ(0, send_imm(m3, 0x33, 3));
+
+    tm_dev_wc_t wc;
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_TM_RECV, wc.opcode);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(0x11u, be32toh(wc.imm_data));
+    EXPECT_EQ("short-imm", std::string(tbuf, wc.byte_len));
+    ASSERT_TRUE(r.next(&wc));                    /* MATCH of the long one */
+    EXPECT_EQ((unsigned)(IBV_WC_TM_MATCH | IBV_WC_WITH_IMM), wc.wc_flags);
+    EXPECT_EQ(0x22u, be32toh(wc.imm_data));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, wc.opcode);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(0x33u, be32toh(wc.imm_data));
+    EXPECT_EQ(m3, std::string(bufs[0], wc.byte_len));
+    ASSERT_TRUE(r.next(&wc));                    /* DATA_VALID of the long one */
+    EXPECT_EQ((unsigned)(IBV_WC_TM_DATA_VALID | IBV_WC_WITH_IMM), wc.wc_flags);
+    EXPECT_EQ(0x22u, be32toh(wc.imm_data));
+    EXPECT_EQ(std::string(300, 'L'), std::string(lbuf, wc.byte_len));
+    for (int i = 1; i <= 3; ++i) {
+        ASSERT_TRUE(s.next(&wc));
+        EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+        EXPECT_EQ((uint64_t)i, wc.wr_id);
+    }
+    /* a plain send carries no immediate */
+    ASSERT_EQ(0, s.send(cs, m3, 4));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_FALSE(wc.wc_flags & IBV_WC_WITH_IMM);
+}
+
+
+/* ------------------------------------------------------------------------
+ * Connections to a remote SRQ (TM_DEV_CAP_CONNECT_TO_SRQ)
+ */
+TEST(soft_srq_conn, connect_to_srq_without_remote_software)
+{
+    node a, b;
+    tm_dev_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_NO_FATAL_FAILURE(a.open(attr));
+    ASSERT_NO_FATAL_FAILURE(b.open(attr));
+    tm_dev_conn_t *ca = a.create_conn();
+    char bdev[TM_DEV_ADDR_MAX], bsrq[TM_DEV_ADDR_MAX];
+    tm_dev_addr(b.dev, bdev);
+    tm_dev_srq_addr(b.srq, bsrq);
+    ASSERT_EQ(0, tm_dev_connect_to_srq(ca, bdev, bsrq));
+
+    /* a sends at once; b's device accepts while polling */
+    std::vector<char*> bbufs, abufs;
+    b.post_rbufs(4, 256, 10, &bbufs);
+    a.post_rbufs(4, 256, 20, &abufs);
+    std::string m = tm_msg(IBV_TMH_NO_TAG, 0, 0, "hello-srq");
+    ASSERT_EQ(0, a.send(ca, m, 1));
+    tm_dev_wc_t wc;
+    ASSERT_TRUE(b.next(&wc));
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, wc.opcode);
+    EXPECT_EQ(m, std::string(bbufs[0], wc.byte_len));
+    tm_dev_conn_t *passive = tm_dev_srq_conn(b.srq, wc.qp_num);
+    ASSERT_NE(nullptr, passive);
+    EXPECT_EQ(wc.qp_num, tm_dev_conn_qp_num(passive));
+    EXPECT_EQ(nullptr, tm_dev_srq_conn(b.srq, 0xffffff));
+
+    /* b answers through the passive half; its completion is on b's CQ */
+    std::string reply = tm_msg(IBV_TMH_NO_TAG, 0, 0, "reply");
+    ASSERT_EQ(0, b.send(passive, reply, 7));
+    bool got_reply = false, got_send = false;
+    while ((!got_reply || !got_send) && a.next(&wc)) {
+        if (wc.opcode == IBV_WC_TM_NO_TAG) {
+            EXPECT_EQ(reply, std::string(abufs[0], wc.byte_len));
+            EXPECT_EQ(tm_dev_conn_qp_num(ca), wc.qp_num);
+            got_reply = true;
+        } else {
+            EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+            EXPECT_EQ(1u, wc.wr_id);
+            got_send = true;
+        }
+    }
+    EXPECT_TRUE(got_reply && got_send);
+    ASSERT_TRUE(b.next(&wc));
+    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+    EXPECT_EQ(7u, wc.wr_id);
+    EXPECT_EQ(tm_dev_conn_qp_num(passive), wc.qp_num);
+
+    /* a rendezvous b's device matches: FIN goes back through the passive half */
+    const uint32_t len = 10000;
+    char *src = a.alloc(len), *dst = b.alloc(len);
+    memset(src, 'S', len);
+    ASSERT_EQ(0, b.add_tag(9, ~0ull, dst, len, 55, 0, nullptr, 0, 0));
+    ASSERT_EQ(0, a.send(ca, rndv_msg(9, 3, src, a.mr->rkey, len), 2));
+    ASSERT_TRUE(b.next(&wc));
+    EXPECT_TM_RECV(wc, 55, IBV_WC_TM_MATCH, 9, 3, len);
+    ASSERT_TRUE(b.next(&wc));
+    EXPECT_TM_RECV(wc, 55, IBV_WC_TM_DATA_VALID, 9, 3, len);
+    EXPECT_EQ(std::string(len, 'S'), std::string(dst, len));
+    bool got_fin = false, got_rndv_send = false;
+    while ((!got_fin || !got_rndv_send) && a.next(&wc)) {
+        if (wc.opcode == IBV_WC_RECV) {
+            EXPECT_EQ(IBV_TMH_FIN, ((struct ibv_tmh *)abufs[1])->opcode);
+            got_fin = true;
+        } else {
+            EXPECT_EQ(2u, wc.wr_id);
+            got_rndv_send = true;
+        }
+    }
+    EXPECT_TRUE(got_fin && got_rndv_send);
+
+    /* closing b (and its passive half) fails a's outstanding sends */
+    ASSERT_EQ(0, a.send(ca, m, 3));
+    ASSERT_EQ(0, a.send(ca, m, 4));
+    b.close();
+    ASSERT_TRUE(a.next(&wc, 2.0));
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    a.close();
+}
+
+TEST(soft_srq_conn, connect_to_missing_srq_is_refused)
+{
+    node a, b;
+    tm_dev_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_NO_FATAL_FAILURE(a.open(attr));
+    ASSERT_NO_FATAL_FAILURE(b.open(attr));
+    char bdev[TM_DEV_ADDR_MAX], bsrq[TM_DEV_ADDR_MAX];
+    tm_dev_addr(b.dev, bdev);
+    tm_dev_srq_addr(b.srq, bsrq);
+    b.close();
+    tm_dev_conn_t *ca = a.create_conn();
+    EXPECT_EQ(ECONNREFUSED, tm_dev_connect_to_srq(ca, bdev, bsrq));
+    a.close();
+}
+
+TEST(soft_srq_conn, many_peers_connect_to_one_srq)
+{
+    node b;
+    tm_dev_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_NO_FATAL_FAILURE(b.open(attr));
+    char bdev[TM_DEV_ADDR_MAX], bsrq[TM_DEV_ADDR_MAX];
+    tm_dev_addr(b.dev, bdev);
+    tm_dev_srq_addr(b.srq, bsrq);
+    std::vector<node> peers(5);
+    std::vector<char*> bufs;
+    b.post_rbufs(5 * 3, 128, 0, &bufs);
+    for (int p = 0; p < 5; ++p) {
+        ASSERT_NO_FATAL_FAILURE(peers[p].open(attr));
+        tm_dev_conn_t *c = peers[p].create_conn();
+        ASSERT_EQ(0, tm_dev_connect_to_srq(c, bdev, bsrq));
+        for (int i = 0; i < 3; ++i) {
+            ASSERT_EQ(0, peers[p].send(c, tm_msg(IBV_TMH_NO_TAG, 0, 0,
+                       std::to_string(p) + ":" + std::to_string(i)), i));
+        }
+    }
+    std::vector<int> next(5, 0);
+    std::vector<uint32_t> qp(5, 0);
+    tm_dev_wc_t wc;
+    for (int k = 0; k < 15; ++k) {
+        ASSERT_TRUE(b.next(&wc));
+        std::string msg(bufs[wc.wr_id] + TMH, wc.byte_len - TMH);
+        int p = msg[0] - '0', i = msg[2] - '0';
+        EXPECT_EQ(next[p]++, i);                 /* per-connection order */
+        if (qp[p] == 0) {
+            qp[p] = wc.qp_num;
+        }
+        EXPECT_EQ(qp[p], wc.qp_num);
+    }
+    for (auto &p : peers) {
+        p.close();
+    }
+    b.close();
+}
 
 /* ------------------------------------------------------------------------
  * Steering API
@@ -1764,11 +1992,11 @@ TEST(soft_proc, leftover_shm_of_killed_process_is_reclaimed)
     char prefix[128];
     ASSERT_TRUE(read_all(pp.c2p[0], prefix, sizeof(prefix)));
     EXPECT_NE(std::string::npos, std::string(prefix).find(std::to_string(pid)));
-    EXPECT_EQ(2u, shm_names(prefix).size());
+    EXPECT_EQ(3u, shm_names(prefix).size());
     kill(pid, SIGKILL);
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
-    EXPECT_EQ(2u, shm_names(prefix).size());     /* the killed process left them */
+    EXPECT_EQ(3u, shm_names(prefix).size());     /* the killed process left them */
 
     node n;
     tm_dev_attr_t attr;

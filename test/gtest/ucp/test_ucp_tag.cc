@@ -138,13 +138,25 @@ protected:
                                        &param);
     }
 
+    /* Receive info is filled immediately only for a receive that completes
+     * at once; otherwise the callback reports it */
+    static void recv_done(void *request, ucs_status_t status,
+                          const ucp_tag_recv_info_t *info, void *user_data)
+    {
+        *static_cast<ucp_tag_recv_info_t*>(user_data) = *info;
+    }
+
     void *recv(ucp_tag_t tag, std::vector<char> &buf,
                ucp_tag_t mask = FULL_MASK, ucp_tag_recv_info_t *info = nullptr)
     {
         ucp_request_param_t param = {};
         if (info != nullptr) {
-            param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+            param.op_attr_mask       = UCP_OP_ATTR_FIELD_RECV_INFO |
+                                       UCP_OP_ATTR_FIELD_CALLBACK |
+                                       UCP_OP_ATTR_FIELD_USER_DATA;
             param.recv_info.tag_info = info;
+            param.cb.recv            = recv_done;
+            param.user_data          = info;
         }
         return ucp_tag_recv_nbx(m_receiver, buf.data(), buf.size(), tag, mask,
                                 &param);

@@ -57,7 +57,10 @@ TEST_F(rc_tm_uct, caps_are_what_ucp_needs_for_tag_offload)
                       UCT_IFACE_FLAG_TAG_EAGER_ZCOPY |
                       UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
     EXPECT_EQ(needed, attr.cap.flags & needed);
-    EXPECT_FALSE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    /* The software device takes connections to its SRQ: no auxiliary
+     * wireup transport is needed */
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+    EXPECT_GT(attr.iface_addr_len, 0u);
     EXPECT_GE(attr.cap.tag.rndv.max_hdr, 17u);
     EXPECT_LE(attr.cap.tag.rndv.max_zcopy, attr.cap.tag.recv.max_zcopy);
     EXPECT_GT(attr.cap.tag.recv.max_outstanding, 0u);

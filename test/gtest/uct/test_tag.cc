@@ -489,3 +489,53 @@ TEST_F(rc_tm_tag, two_processes)
                                        << WEXITSTATUS(wstatus);
     ::close(fds[0]);
 }
+
+/* Without a count on every list operation, the device, out of phase after
+ * an unexpected message, asks for one (IBV_WC_TM_SYNC_REQ); once answered,
+ * receives posted after the unexpected message are matched in the device */
+TEST_F(rc_tm_tag, sync_request_answered)
+{
+    open({}, {{"TM_SYNC_ALWAYS", "n"}});
+    std::vector<char> data = pattern(100, 1);
+    send_eager_bcopy(0x80, data);
+    ASSERT_TRUE(wait_for([&] { return !m_receiver.unexpected.empty(); }));
+
+    mapped_buffer rbuf(m_component, m_md, 4096, 0);
+    tag_recv r;
+    ASSERT_EQ(UCS_OK, post(r, rbuf, 0x81));
+    ASSERT_TRUE(wait_for([&] { return counters(m_receiver)[LIST_SYNC] > 0; }));
+    flush(m_receiver);
+
+    send_eager_bcopy(0x81, data);
+    ASSERT_TRUE(wait_for([&] {
+        return (r.completed > 0) || (m_receiver.unexpected.size() > 1);
+    }));
+    EXPECT_EQ(1, r.completed) << "the device did not match after the sync";
+    EXPECT_EQ(1u, m_receiver.unexpected.size());
+}
+
+/* The race of the seed documents, at the UCT level: m1 arrives unexpected
+ * before b1 is posted; m2 must not match b1 in the device, since software
+ * (here the test, acting as UCP) gives m1 to b1 */
+TEST_F(rc_tm_tag, message_before_receive_keeps_order)
+{
+    open();
+    std::vector<char> m1 = pattern(100, 1), m2 = pattern(100, 2);
+    send_eager_bcopy(0x90, m1);
+    ASSERT_TRUE(wait_for([&] { return !m_receiver.unexpected.empty(); }));
+
+    mapped_buffer b1(m_component, m_md, 4096, 0), b2(m_component, m_md, 4096, 0);
+    tag_recv r1, r2;
+    /* UCP would match m1 against b1 itself and never post b1; posting it
+     * anyway must not let the device hand m2 to b1 ahead of m1's owner */
+    ASSERT_EQ(UCS_OK, post(r1, b1, 0x90));
+    ASSERT_EQ(UCS_OK, post(r2, b2, 0x90));
+    send_eager_bcopy(0x90, m2);
+    ASSERT_TRUE(wait_for([&] { return r1.completed > 0; }));
+    /* In phase after the ADDs carried the count: m2 matches b1, the first
+     * posted, and m1 stays with software */
+    EXPECT_EQ(0, memcmp(m2.data(), b1.ptr(), m2.size()));
+    EXPECT_EQ(m1, m_receiver.unexpected[0].data);
+    uct_iface_tag_recv_cancel(m_receiver.iface, &r2.ctx, 1);
+    flush(m_receiver);
+}
