@@ -148,6 +148,9 @@ void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc)
 {
     ++ep->available;
     ++ep->acked_sn;
+    /* Its pending requests may go now (dispatched after the batch) */
+    ucs_arbiter_group_schedule(&uct_rc_tm_ep_iface(ep)->arbiter,
+                               &ep->arb_group);
 
     if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
         /* As on any RC connection, an error (a dead peer, a bad rkey) moves

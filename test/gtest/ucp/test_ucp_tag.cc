@@ -310,3 +310,25 @@ TEST_F(rc_tm_ucp, wildcard_receive_and_order)
         EXPECT_EQ(datas[i], bufs[i]) << "message " << i << " out of order";
     }
 }
+
+/* A flood of small unexpected messages: the receiver's buffers are held by
+ * UCP's unexpected queue while more keep arriving */
+TEST_F(rc_tm_ucp, flood_of_unexpected_messages)
+{
+    const int count = 5000;
+    std::vector<std::vector<char>> datas;
+    datas.reserve(count);
+    std::vector<void*> sreqs;
+    for (int i = 0; i < count; ++i) {
+        datas.push_back(pattern(8, i));
+        sreqs.push_back(send(0x1000 + i, datas.back()));
+    }
+    for (int i = 0; i < count; ++i) {
+        std::vector<char> buf(8);
+        ASSERT_EQ(UCS_OK, wait(recv(0x1000 + i, buf))) << i;
+        ASSERT_EQ(datas[i], buf) << i;
+    }
+    for (void *req : sreqs) {
+        EXPECT_EQ(UCS_OK, wait(req));
+    }
+}
