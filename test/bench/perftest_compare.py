@@ -68,14 +68,14 @@ def run_pair(args, test, size, tl):
     common = [args.perftest, "-t", test, "-s", str(size), "-n", str(n),
               "-w", str(warmup), "-p", str(port), "-v"]
     server = subprocess.Popen(common, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.DEVNULL)
     try:
         client = None
         for _ in range(100):   # until the server listens
             client = subprocess.run([args.perftest, "127.0.0.1"] + common[1:],
                                     env=env, capture_output=True, text=True,
                                     timeout=args.timeout)
-            if "Connection refused" not in client.stderr:
+            if "Connection refused" not in client.stdout + client.stderr:
                 break
             time.sleep(0.05)
         server.wait(timeout=args.timeout)
@@ -87,8 +87,8 @@ def run_pair(args, test, size, tl):
         if server.poll() is None:
             server.kill()
 
-    final = [line for line in client.stdout.splitlines()
-             if line and line[0].isdigit()]
+    final = [line.strip() for line in client.stdout.splitlines()
+             if line.strip()[:1].isdigit()]
     if client.returncode != 0 or not final:
         sys.stderr.write("\n%s %s %s failed:\n%s\n" %
                          (tl, test, size_name(size),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define TM_VERBS_CQ_WC_FLAGS  (IBV_WC_EX_WITH_BYTE_LEN | \
+                               IBV_WC_EX_WITH_IMM      | \
                                IBV_WC_EX_WITH_QP_NUM   | \
                                IBV_WC_EX_WITH_TM_INFO)
 
@@ -79,6 +80,9 @@ void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
     /* Defined for failed completions only */
     wc->vendor_err = (wc->status != IBV_WC_SUCCESS) ?
                      ibv_wc_read_vendor_err(cq) : 0;
+    /* Big-endian, as ibv_wc carries it */
+    wc->imm_data   = (wc->wc_flags & IBV_WC_WITH_IMM) ?
+                     ibv_wc_read_imm_data(cq) : 0;
     memset(&wc->tm_info, 0, sizeof(wc->tm_info));
 
     if (wc->opcode != IBV_WC_TM_RECV) {
