@@ -14,7 +14,8 @@ src_uct_rc_tm_libuct_rc_tm_core_la_SOURCES = \
 	src/uct/rc_tm/rc_tm_tag.c
 src_uct_rc_tm_libuct_rc_tm_core_la_CPPFLAGS = \
 	$(AM_CPPFLAGS) $(UCX_INTERNAL_CPPFLAGS) $(UCX_CFLAGS)
-src_uct_rc_tm_libuct_rc_tm_core_la_LIBADD = src/dev/libtm_dev.la
+src_uct_rc_tm_libuct_rc_tm_core_la_LIBADD = src/dev/libtm_dev.la \
+	src/matcher/libtm_matcher.la
 
 # Installed next to UCX's own modules.  The .so.0 name also lets UCX >= 1.21
 # find it through UCX_PLUGIN_PATH.

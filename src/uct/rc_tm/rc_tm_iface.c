@@ -24,7 +24,13 @@ const char *uct_rc_tm_stat_names[] = {
     UCT_RC_TM_IFACE_STAT_NAME(LIST_SYNC),
     UCT_RC_TM_IFACE_STAT_NAME(LIST_DEL_RACE),
     UCT_RC_TM_IFACE_STAT_NAME(LIST_FULL),
-    UCT_RC_TM_IFACE_STAT_NAME(TX_RNDV)
+    UCT_RC_TM_IFACE_STAT_NAME(TX_RNDV),
+    UCT_RC_TM_IFACE_STAT_NAME(POST_DEVICE),
+    UCT_RC_TM_IFACE_STAT_NAME(POST_SW),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_SW_MATCH),
+    UCT_RC_TM_IFACE_STAT_NAME(SW_WON),
+    UCT_RC_TM_IFACE_STAT_NAME(PROMOTE),
+    UCT_RC_TM_IFACE_STAT_NAME(SW_FULL)
 };
 
 static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
@@ -62,6 +68,18 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      "device resynchronizes at once. With 'n' only SYNC_REQ answers and\n"
      "periodic syncs do.",
      ucs_offsetof(uct_rc_tm_iface_config_t, sync_always), UCS_CONFIG_TYPE_BOOL},
+
+    {"TM_SW_LIST_SIZE", "65536",
+     "Receives kept in software once the device's tag list is full; past\n"
+     "them, posting a receive fails with UCS_ERR_EXCEEDS_LIMIT. 0 disables.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, sw_list_size), UCS_CONFIG_TYPE_UINT},
+
+    {"TM_PROMOTE_THRESH", "0",
+     "Free device list entries that start moving software receives back to\n"
+     "the device (then it fills up): keeps a list hovering at its limit from\n"
+     "thrashing. 0 means an eighth of the list.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, promote_thresh),
+     UCS_CONFIG_TYPE_UINT},
 
     UCT_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
                                   ucs_offsetof(uct_rc_tm_iface_config_t,
@@ -254,6 +272,10 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
                   strerror(-n));
     }
 
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.cancel_queue))) {
+        count += uct_rc_tm_tag_progress(iface);
+    }
+
     n = tm_dev_poll_cq(iface->send_cq, UCT_RC_TM_POLL_BATCH, wc);
     for (i = 0; i < n; ++i) {
         uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
@@ -400,12 +422,29 @@ static void uct_rc_tm_iface_progress_enable(uct_iface_h tl_iface,
                                       flags);
 }
 
-void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
-                              uint64_t counters[UCT_RC_TM_STAT_LAST])
+unsigned uct_rc_tm_iface_counters(uct_iface_h tl_iface, uint64_t *counters,
+                                  unsigned max)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    unsigned count           = ucs_min(max, UCT_RC_TM_STAT_LAST);
+
+    memcpy(counters, iface->stats, count * sizeof(*counters));
+    return count;
+}
+
+/* For tests that steer the device (the software device's test API) */
+void uct_rc_tm_iface_device(uct_iface_h tl_iface, tm_dev_t **dev_p,
+                            tm_dev_srq_t **srq_p)
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
 
-    memcpy(counters, iface->stats, sizeof(iface->stats));
+    *dev_p = iface->dev;
+    *srq_p = iface->srq;
+}
+
+const char *uct_rc_tm_counter_name(unsigned index)
+{
+    return (index < UCT_RC_TM_STAT_LAST) ? uct_rc_tm_stat_names[index] : NULL;
 }
 
 /* Process-wide totals: closed interfaces plus open ones.  For users (and
@@ -414,19 +453,21 @@ static pthread_mutex_t uct_rc_tm_ifaces_lock = PTHREAD_MUTEX_INITIALIZER;
 static UCS_LIST_HEAD(uct_rc_tm_ifaces);
 static uint64_t uct_rc_tm_closed_stats[UCT_RC_TM_STAT_LAST];
 
-void uct_rc_tm_counters_total(uint64_t counters[UCT_RC_TM_STAT_LAST])
+unsigned uct_rc_tm_counters_total(uint64_t *counters, unsigned max)
 {
+    unsigned count = ucs_min(max, UCT_RC_TM_STAT_LAST);
     uct_rc_tm_iface_t *iface;
-    int i;
+    unsigned i;
 
     pthread_mutex_lock(&uct_rc_tm_ifaces_lock);
-    memcpy(counters, uct_rc_tm_closed_stats, sizeof(uct_rc_tm_closed_stats));
+    memcpy(counters, uct_rc_tm_closed_stats, count * sizeof(*counters));
     ucs_list_for_each(iface, &uct_rc_tm_ifaces, list) {
-        for (i = 0; i < UCT_RC_TM_STAT_LAST; ++i) {
+        for (i = 0; i < count; ++i) {
             counters[i] += iface->stats[i];
         }
     }
     pthread_mutex_unlock(&uct_rc_tm_ifaces_lock);
+    return count;
 }
 
 static void uct_rc_tm_iface_stats_open(uct_rc_tm_iface_t *iface)
@@ -603,6 +644,11 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
                                           md->caps.max_rdma_size);
     self->config.rndv_queue_len = config->rndv_queue_len;
     self->config.sync_always    = config->sync_always;
+    self->config.sw_list_size   = config->sw_list_size;
+    self->config.promote_thresh = config->promote_thresh ?
+                                  ucs_min(config->promote_thresh,
+                                          md->caps.tm.max_num_tags) :
+                                  ucs_max(1, md->caps.tm.max_num_tags / 8);
     self->rx.depth              = md->caps.max_srq_wr;
     self->rx.posted             = 0;
     self->rx.headroom           = (params->field_mask &

@@ -25,6 +25,7 @@
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/datastruct/list.h>
+#include <matcher/tag_matcher.h>
 
 #define UCT_RC_TM_POLL_BATCH       16
 #define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
@@ -47,8 +48,15 @@ typedef enum {
     UCT_RC_TM_STAT_LIST_DEL,
     UCT_RC_TM_STAT_LIST_SYNC,
     UCT_RC_TM_STAT_LIST_DEL_RACE,     /* DEL lost to a match (IBV_WC_TM_ERR) */
-    UCT_RC_TM_STAT_LIST_FULL,         /* recv refused: device list full */
+    UCT_RC_TM_STAT_LIST_FULL,         /* device list full: recv kept in
+                                         software (refused without it) */
     UCT_RC_TM_STAT_TX_RNDV,           /* rendezvous requests sent */
+    UCT_RC_TM_STAT_POST_DEVICE,       /* receives posted to the device */
+    UCT_RC_TM_STAT_POST_SW,           /* receives kept in software */
+    UCT_RC_TM_STAT_RX_SW_MATCH,       /* messages matched in software */
+    UCT_RC_TM_STAT_SW_WON,            /* ... to a device entry (race) */
+    UCT_RC_TM_STAT_PROMOTE,           /* software receives moved to device */
+    UCT_RC_TM_STAT_SW_FULL,           /* recv refused: software list full */
     UCT_RC_TM_STAT_LAST
 } uct_rc_tm_stat_t;
 
@@ -61,6 +69,8 @@ typedef struct uct_rc_tm_iface_config {
     size_t                    eager_max;     /* largest tagged eager message */
     size_t                    rndv_max;      /* largest rendezvous message */
     int                       sync_always;   /* every list op carries sync */
+    unsigned                  sw_list_size;  /* receives kept in software */
+    unsigned                  promote_thresh;
     uct_iface_mpool_config_t  rx_mpool;
     uct_iface_mpool_config_t  tx_mpool;
 } uct_rc_tm_iface_config_t;
@@ -102,27 +112,30 @@ struct uct_rc_tm_tx_op {
 };
 
 
-/* A receive posted with iface_tag_recv_zcopy: the shadow list entry */
+/* A receive posted with iface_tag_recv_zcopy */
 typedef enum {
-    UCT_RC_TM_RECV_LINKED    = UCS_BIT(0), /* in the shadow list: posted */
+    UCT_RC_TM_RECV_POSTED    = UCS_BIT(0), /* in the matcher: may match */
     UCT_RC_TM_RECV_IN_DEVICE = UCS_BIT(1), /* in the device list */
-    UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(2), /* device matched it */
-    UCT_RC_TM_RECV_CANCELING = UCS_BIT(3), /* non-force cancel asked */
-    UCT_RC_TM_RECV_FORGOTTEN = UCS_BIT(4)  /* force-canceled: no callbacks */
+    UCT_RC_TM_RECV_IN_SW     = UCS_BIT(2), /* in the software list */
+    UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(3), /* device matched it */
+    UCT_RC_TM_RECV_CANCELING = UCS_BIT(4), /* non-force cancel asked */
+    UCT_RC_TM_RECV_FORGOTTEN = UCS_BIT(5), /* force-canceled: no callbacks */
+    UCT_RC_TM_RECV_SW_WON    = UCS_BIT(6)  /* in the device, but software
+                                              gave it a message: DEL posted */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
-    ucs_list_link_t           list;     /* shadow list, posting order */
-    ucs_queue_elem_t          del_queue;/* waiting for a list op slot */
+    tm_matcher_entry_t        match;    /* all posted receives, in posting
+                                           order: the shadow list */
+    ucs_list_link_t           sw_list;  /* software list, posting order */
+    ucs_queue_elem_t          queue;    /* DEL or cancel completion waiting */
     uct_tag_context_t         *ctx;
     void                      *buffer;
     size_t                    length;
-    uct_tag_t                 tag;
-    uct_tag_t                 tag_mask;
     uint32_t                  lkey;
     uint32_t                  handle;   /* device list handle */
     unsigned                  flags;    /* uct_rc_tm_recv_flags_t */
-    unsigned                  refs;     /* device entry + list ops in flight */
+    unsigned                  refs;     /* owner + list ops in flight */
 } uct_rc_tm_recv_t;
 
 /* A rendezvous send waiting for FIN */
@@ -170,10 +183,14 @@ typedef struct uct_rc_tm_iface {
         void                  *rndv_arg;
         uint32_t              unexpected_cnt; /* fully handled by software */
         unsigned              num_tags;       /* entries the device holds */
+        unsigned              num_sw;         /* entries software holds */
         unsigned              ops_in_flight;  /* list ops posted, not done */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
-        ucs_list_link_t       recvs;          /* shadow list */
+        uint64_t              seq;            /* posting order */
+        tm_matcher_t          matcher;        /* every posted receive */
+        ucs_list_link_t       sw_list;        /* receives kept in software */
         ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
+        ucs_queue_head_t      cancel_queue;   /* cancels to report */
         ucs_mpool_t           recv_mp;
         khash_t(uct_rc_tm_bufs) bufs;         /* posted receive buffers */
         uct_rc_tm_rndv_op_t   *rndv_ops;
@@ -188,6 +205,9 @@ typedef struct uct_rc_tm_iface {
         size_t                rndv_max;
         unsigned              rndv_queue_len;
         int                   sync_always;
+        unsigned              sw_list_size;   /* receives kept in software */
+        unsigned              promote_thresh; /* free device slots that
+                                                 start a promotion */
     } config;
 
     uint64_t                  stats[UCT_RC_TM_STAT_LAST];
@@ -210,6 +230,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
 void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
+unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
 ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         const tm_dev_wc_t *wc,
                                         struct ibv_tmh *tmh);
@@ -225,10 +246,14 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
                                              int force);
 
 /* Counters, for tests and users (public symbols of the module): of one
- * interface, and summed over every interface the process opened */
-void uct_rc_tm_iface_counters(uct_iface_h tl_iface,
-                              uint64_t counters[UCT_RC_TM_STAT_LAST]);
-void uct_rc_tm_counters_total(uint64_t counters[UCT_RC_TM_STAT_LAST]);
+ * interface, and summed over every interface the process opened.  Fill at
+ * most max, in uct_rc_tm_stat_t order, and return how many they filled. */
+unsigned uct_rc_tm_iface_counters(uct_iface_h tl_iface, uint64_t *counters,
+                                  unsigned max);
+unsigned uct_rc_tm_counters_total(uint64_t *counters, unsigned max);
+const char *uct_rc_tm_counter_name(unsigned index);
+void uct_rc_tm_iface_device(uct_iface_h tl_iface, tm_dev_t **dev_p,
+                            tm_dev_srq_t **srq_p);
 
 static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)

@@ -2,17 +2,25 @@
  * rc_tm tag offload: the protocol between software and the device's
  * tag-matching list.
  *
- * - Every receive posted with iface_tag_recv_zcopy goes to the device list
- *   (IBV_WR_TAG_ADD) and into the shadow list (posting order), which serves
- *   cancel, duplicate detection and the device/software race.
- * - Messages the device judged unexpected arrive in untagged SRQ buffers;
- *   software counts them, and every list operation carries that count, so
- *   the device matches new entries only once software has seen every
- *   unexpected message (the phase rule).  IBV_WC_TM_SYNC_REQ is answered
- *   with a SYNC carrying the count.
- * - A receive entry lives while the device may still name it: until its
- *   data completion or a successful DEL, and until every list operation
- *   naming it has completed (refs).
+ * - Every posted receive enters the matcher (src/matcher), which is the
+ *   shadow list: posting order, masks, cancel, race detection.  The device
+ *   holds a prefix of the posted receives (IBV_WR_TAG_ADD); once one had to
+ *   stay in software (list full), every later one stays in software too,
+ *   until promotion moves them to the device in posting order.
+ * - Messages the device judged unexpected arrive in untagged SRQ buffers.
+ *   Software counts them, and matches each against the posted receives in
+ *   posting order: a software receive is completed here; a device receive
+ *   (added while the device was out of phase) is won by software and
+ *   removed from the device; with no match the message goes to the user's
+ *   unexpected callbacks.
+ * - Every list operation carries that count, so the device matches new
+ *   entries only once software has seen every unexpected message (the
+ *   phase rule); IBV_WC_TM_SYNC_REQ is answered with a SYNC.  A DEL for a
+ *   receive software won is posted before any later operation, so the
+ *   device never matches it once it is back in phase.
+ * - A receive entry lives while anyone may still name it: a reference for
+ *   its owner (the device entry, the software list, a software rendezvous
+ *   read) and one per list operation in flight.
  */
 #include "rc_tm_ep.h"
 
@@ -41,6 +49,8 @@ uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
     return (uct_rc_tm_ctx_priv_t*)ctx->priv;
 }
 
+static void uct_rc_tm_tag_promote(uct_rc_tm_iface_t *iface);
+
 
 /* ----- receive entries ----- */
 
@@ -52,30 +62,56 @@ static void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
     }
 }
 
-/* The receive is no longer posted from the user's point of view */
-static void uct_rc_tm_recv_unlink(uct_rc_tm_iface_t *iface,
+/* The receive can match no more messages: out of the matcher and the set
+ * of posted buffers (the user may post the buffer again) */
+static void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface,
                                   uct_rc_tm_recv_t *recv)
 {
     khiter_t it;
 
-    if (recv->flags & UCT_RC_TM_RECV_LINKED) {
-        ucs_list_del(&recv->list);
-        it = kh_get(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)recv->buffer);
-        if (it != kh_end(&iface->tm.bufs)) {
-            kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
-        }
-        recv->flags &= ~UCT_RC_TM_RECV_LINKED;
+    if (!(recv->flags & UCT_RC_TM_RECV_POSTED)) {
+        return;
     }
+
+    tm_matcher_remove(&iface->tm.matcher, &recv->match);
+    it = kh_get(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)recv->buffer);
+    if (it != kh_end(&iface->tm.bufs)) {
+        kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+    }
+    recv->flags &= ~UCT_RC_TM_RECV_POSTED;
+}
+
+static void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface,
+                                    uct_rc_tm_recv_t *recv)
+{
+    ucs_list_del(&recv->sw_list);
+    recv->flags &= ~UCT_RC_TM_RECV_IN_SW;
+    --iface->tm.num_sw;
+}
+
+/* The device no longer holds the entry (consumed or deleted) */
+static void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
+                                        uct_rc_tm_recv_t *recv)
+{
+    recv->flags &= ~UCT_RC_TM_RECV_IN_DEVICE;
+    --iface->tm.num_tags;
+    uct_rc_tm_tag_promote(iface);
 }
 
 
 /* ----- list operations ----- */
 
+static UCS_F_ALWAYS_INLINE int uct_rc_tm_tag_ops_full(uct_rc_tm_iface_t *iface)
+{
+    return iface->tm.ops_in_flight >= iface->md->caps.tm.max_ops;
+}
+
 static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
                                  enum ibv_ops_wr_opcode opcode,
-                                 uct_rc_tm_recv_t *recv, struct ibv_sge *sge)
+                                 uct_rc_tm_recv_t *recv)
 {
     struct ibv_ops_wr wr = {}, *bad_wr;
+    struct ibv_sge sge;
     int ret;
 
     wr.wr_id             = (uintptr_t)recv;
@@ -87,11 +123,14 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     }
 
     if (opcode == IBV_WR_TAG_ADD) {
+        sge.addr             = (uintptr_t)recv->buffer;
+        sge.length           = recv->length;
+        sge.lkey             = recv->lkey;
         wr.tm.add.recv_wr_id = (uintptr_t)recv;
-        wr.tm.add.sg_list    = sge;
+        wr.tm.add.sg_list    = &sge;
         wr.tm.add.num_sge    = 1;
-        wr.tm.add.tag        = recv->tag;
-        wr.tm.add.mask       = recv->tag_mask;
+        wr.tm.add.tag        = recv->match.tag;
+        wr.tm.add.mask       = recv->match.mask;
     } else if (opcode == IBV_WR_TAG_DEL) {
         wr.tm.handle         = recv->handle;
     }
@@ -111,15 +150,58 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     return 0;
 }
 
+/* DELs go first: one for a receive software won must reach the device
+ * before any operation that brings it back in phase */
+static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_recv_t *recv;
+    int ret;
+
+    while (!ucs_queue_is_empty(&iface->tm.del_queue)) {
+        if (uct_rc_tm_tag_ops_full(iface)) {
+            return ENOMEM;
+        }
+
+        recv = ucs_queue_head_elem_non_empty(&iface->tm.del_queue,
+                                             uct_rc_tm_recv_t, queue);
+        ret  = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_DEL, recv);
+        if (ret != 0) {
+            return ret;
+        }
+        ucs_queue_pull_non_empty(&iface->tm.del_queue);
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL);
+        uct_rc_tm_recv_put(iface, recv); /* the queue's reference */
+    }
+    return 0;
+}
+
+static int uct_rc_tm_tag_post_ordered(uct_rc_tm_iface_t *iface,
+                                      enum ibv_ops_wr_opcode opcode,
+                                      uct_rc_tm_recv_t *recv)
+{
+    int ret = uct_rc_tm_tag_post_queued_dels(iface);
+
+    if (ret != 0) {
+        return ret;
+    }
+    if (uct_rc_tm_tag_ops_full(iface)) {
+        return ENOMEM;
+    }
+    return uct_rc_tm_tag_post_op(iface, opcode, recv);
+}
+
+static void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
+                                   uct_rc_tm_recv_t *recv)
+{
+    ++recv->refs; /* the queue's, until the DEL is posted */
+    ucs_queue_push(&iface->tm.del_queue, &recv->queue);
+    uct_rc_tm_tag_post_queued_dels(iface);
+}
+
 static void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
 {
-    if (iface->tm.ops_in_flight >= iface->md->caps.tm.max_ops) {
-        iface->tm.sync_pending = 1;
-        return;
-    }
-
-    if (uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_SYNC, NULL, NULL) != 0) {
-        iface->tm.sync_pending = 1;
+    if (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_SYNC, NULL) != 0) {
+        iface->tm.sync_pending = 1; /* retried when an operation completes */
         return;
     }
 
@@ -127,41 +209,57 @@ static void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_SYNC);
 }
 
-static void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
-                                   uct_rc_tm_recv_t *recv)
+static int uct_rc_tm_tag_add_to_device(uct_rc_tm_iface_t *iface,
+                                       uct_rc_tm_recv_t *recv)
 {
-    int ret;
-
-    if (iface->tm.ops_in_flight < iface->md->caps.tm.max_ops) {
-        ret = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_DEL, recv, NULL);
-        if (ret == 0) {
-            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL);
-            return;
-        }
-        if (ret != ENOMEM) {
-            ucs_error("rc_tm: failed to post TAG_DEL: %s", strerror(ret));
-        }
+    if ((iface->tm.num_tags >= iface->md->caps.tm.max_num_tags) ||
+        (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_ADD, recv) != 0)) {
+        return 0;
     }
 
-    /* Retried when a list operation completes */
-    ucs_queue_push(&iface->tm.del_queue, &recv->del_queue);
+    recv->flags |= UCT_RC_TM_RECV_IN_DEVICE;
+    ++iface->tm.num_tags;
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_ADD);
+    return 1;
+}
+
+/* Software receives go to the device oldest first, once enough entries are
+ * free, and then until it is full */
+static void uct_rc_tm_tag_promote(uct_rc_tm_iface_t *iface)
+{
+    unsigned max_num_tags = iface->md->caps.tm.max_num_tags;
+    uct_rc_tm_recv_t *recv;
+
+    if (ucs_likely(iface->tm.num_sw == 0) ||
+        ((max_num_tags - iface->tm.num_tags < iface->config.promote_thresh) &&
+         (iface->tm.num_tags > 0))) {
+        return;
+    }
+
+    while (iface->tm.num_sw > 0) {
+        recv = ucs_list_head(&iface->tm.sw_list, uct_rc_tm_recv_t, sw_list);
+        if (!uct_rc_tm_tag_add_to_device(iface, recv)) {
+            break;
+        }
+        uct_rc_tm_recv_leave_sw(iface, recv);
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_PROMOTE);
+    }
 }
 
 static void uct_rc_tm_tag_ops_progress(uct_rc_tm_iface_t *iface)
 {
-    uct_rc_tm_recv_t *recv;
-
-    while (!ucs_queue_is_empty(&iface->tm.del_queue) &&
-           (iface->tm.ops_in_flight < iface->md->caps.tm.max_ops)) {
-        recv = ucs_queue_pull_elem_non_empty(&iface->tm.del_queue,
-                                             uct_rc_tm_recv_t, del_queue);
-        uct_rc_tm_tag_post_del(iface, recv);
+    if (uct_rc_tm_tag_post_queued_dels(iface) != 0) {
+        return;
     }
 
     if (iface->tm.sync_pending) {
         uct_rc_tm_tag_post_sync(iface);
     }
+    uct_rc_tm_tag_promote(iface);
 }
+
+
+/* ----- posting and canceling receives ----- */
 
 ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
                                             uct_tag_t tag, uct_tag_t tag_mask,
@@ -171,19 +269,20 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     uct_rc_tm_recv_t *recv;
-    struct ibv_sge sge;
     khiter_t it;
     int ret;
 
     UCT_CHECK_IOV_SIZE(iovcnt, 1, "tag_recv_zcopy");
 
-    if (ucs_unlikely(iface->tm.num_tags >= iface->md->caps.tm.max_num_tags)) {
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_FULL);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-
-    if (ucs_unlikely(iface->tm.ops_in_flight >= iface->md->caps.tm.max_ops)) {
-        return UCS_ERR_NO_RESOURCE;
+    if (ucs_unlikely((iface->tm.num_sw > 0) ||
+                     (iface->tm.num_tags >=
+                      iface->md->caps.tm.max_num_tags))) {
+        if (iface->tm.num_sw >= iface->config.sw_list_size) {
+            uct_rc_tm_stat(iface, (iface->config.sw_list_size == 0) ?
+                                  UCT_RC_TM_STAT_LIST_FULL :
+                                  UCT_RC_TM_STAT_SW_FULL);
+            return UCS_ERR_EXCEEDS_LIMIT;
+        }
     }
 
     it = kh_put(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)iov->buffer, &ret);
@@ -195,39 +294,54 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
 
     recv = ucs_mpool_get_inline(&iface->tm.recv_mp);
     if (ucs_unlikely(recv == NULL)) {
-        kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
-        return UCS_ERR_NO_MEMORY;
+        goto err_no_memory;
     }
 
-    recv->ctx      = ctx;
-    recv->buffer   = iov->buffer;
-    recv->length   = uct_iov_get_length(iov);
-    recv->lkey     = ((tm_dev_mr_t*)iov->memh)->lkey;
-    recv->tag      = tag & tag_mask;
-    recv->tag_mask = tag_mask;
-    recv->flags    = UCT_RC_TM_RECV_LINKED | UCT_RC_TM_RECV_IN_DEVICE;
-    recv->refs     = 1; /* the device entry */
-
-    sge.addr   = (uintptr_t)recv->buffer;
-    sge.length = recv->length;
-    sge.lkey   = recv->lkey;
-    ret = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_ADD, recv, &sge);
-    if (ucs_unlikely(ret != 0)) {
-        kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+    if (ucs_unlikely(tm_matcher_post(&iface->tm.matcher, &recv->match, tag,
+                                     tag_mask, recv) != 0)) {
         ucs_mpool_put_inline(recv);
-        if (ret == ENOMEM) {
-            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_FULL);
-            return UCS_ERR_EXCEEDS_LIMIT;
-        }
-        ucs_error("rc_tm: failed to post TAG_ADD: %s", strerror(ret));
-        return UCS_ERR_NO_RESOURCE;
+        goto err_no_memory;
     }
 
-    ++iface->tm.num_tags;
-    ucs_list_add_tail(&iface->tm.recvs, &recv->list);
+    recv->ctx    = ctx;
+    recv->buffer = iov->buffer;
+    recv->length = uct_iov_get_length(iov);
+    recv->lkey   = ((tm_dev_mr_t*)iov->memh)->lkey;
+    recv->flags  = UCT_RC_TM_RECV_POSTED;
+    recv->refs   = 1; /* the device entry or the software list */
     uct_rc_tm_ctx_priv(ctx)->recv = recv;
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_ADD);
+
+    /* The device holds a prefix of the posted receives: straight there only
+     * while nothing waits in software */
+    if (ucs_likely(iface->tm.num_sw == 0) &&
+        uct_rc_tm_tag_add_to_device(iface, recv)) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_POST_DEVICE);
+        return UCS_OK;
+    }
+
+    if (iface->tm.num_sw >= iface->config.sw_list_size) {
+        /* No software list, and the device took nothing */
+        uct_rc_tm_recv_unpost(iface, recv);
+        ucs_mpool_put_inline(recv);
+        if (iface->tm.num_tags < iface->md->caps.tm.max_num_tags) {
+            return UCS_ERR_NO_RESOURCE; /* list operations in flight */
+        }
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_FULL);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    if (iface->tm.num_sw == 0) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_FULL);
+    }
+    recv->flags |= UCT_RC_TM_RECV_IN_SW;
+    ucs_list_add_tail(&iface->tm.sw_list, &recv->sw_list);
+    ++iface->tm.num_sw;
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_POST_SW);
     return UCS_OK;
+
+err_no_memory:
+    kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+    return UCS_ERR_NO_MEMORY;
 }
 
 ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
@@ -237,77 +351,58 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     uct_rc_tm_recv_t *recv   = uct_rc_tm_ctx_priv(ctx)->recv;
 
+    if (recv->flags & (UCT_RC_TM_RECV_CANCELING | UCT_RC_TM_RECV_FORGOTTEN)) {
+        return UCS_OK;
+    }
+
     if (force) {
         /* The user matched this receive itself: never call back for it */
         recv->flags |= UCT_RC_TM_RECV_FORGOTTEN;
-        uct_rc_tm_recv_unlink(iface, recv);
-    } else if (recv->flags & UCT_RC_TM_RECV_CANCELING) {
-        return UCS_OK;
     } else {
         recv->flags |= UCT_RC_TM_RECV_CANCELING;
     }
 
-    /* A consumed entry has left the device: its data completion follows,
-     * and reports the receive as done (non-force) or is dropped (force) */
-    if (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) {
+    if (!(recv->flags & UCT_RC_TM_RECV_POSTED)) {
+        /* Already matched: its completion follows (or was dropped when
+         * forgotten) */
+        return UCS_OK;
+    }
+
+    uct_rc_tm_recv_unpost(iface, recv);
+    if (recv->flags & UCT_RC_TM_RECV_IN_SW) {
+        uct_rc_tm_recv_leave_sw(iface, recv);
+        if (force) {
+            uct_rc_tm_recv_put(iface, recv);
+        } else {
+            /* Reported from progress, not from inside the user's call */
+            ucs_queue_push(&iface->tm.cancel_queue, &recv->queue);
+        }
+    } else if (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) {
+        /* DEL completion reports it, or a message's completion if the
+         * device consumed it first */
         uct_rc_tm_tag_post_del(iface, recv);
     }
     return UCS_OK;
 }
 
-
-/* ----- completions of list operations and matched messages ----- */
-
-static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
-                                       const tm_dev_wc_t *wc)
+unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface)
 {
-    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
-    uct_tag_context_t *ctx;
+    uct_rc_tm_recv_t *recv;
+    unsigned count = 0;
 
-    --iface->tm.ops_in_flight;
-
-    switch (wc->opcode) {
-    case IBV_WC_TM_ADD:
-        if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
-            ucs_error("rc_tm: TAG_ADD failed: %s",
-                      ibv_wc_status_str(wc->status));
-            recv->flags &= ~UCT_RC_TM_RECV_IN_DEVICE;
-            --iface->tm.num_tags;
-            uct_rc_tm_recv_unlink(iface, recv);
-            if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-                recv->ctx->completed_cb(recv->ctx, 0, 0, 0, NULL,
-                                        UCS_ERR_IO_ERROR);
-            }
-            uct_rc_tm_recv_put(iface, recv); /* the device entry */
-        }
+    while (!ucs_queue_is_empty(&iface->tm.cancel_queue)) {
+        recv = ucs_queue_pull_elem_non_empty(&iface->tm.cancel_queue,
+                                             uct_rc_tm_recv_t, queue);
+        recv->ctx->completed_cb(recv->ctx, recv->match.tag, 0, recv->length,
+                                NULL, UCS_ERR_CANCELED);
         uct_rc_tm_recv_put(iface, recv);
-        break;
-    case IBV_WC_TM_DEL:
-        if (wc->status == IBV_WC_SUCCESS) {
-            recv->flags &= ~UCT_RC_TM_RECV_IN_DEVICE;
-            --iface->tm.num_tags;
-            if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-                ctx = recv->ctx;
-                uct_rc_tm_recv_unlink(iface, recv);
-                ctx->completed_cb(ctx, recv->tag, 0, recv->length, NULL,
-                                  UCS_ERR_CANCELED);
-            }
-            uct_rc_tm_recv_put(iface, recv); /* the device entry */
-        } else {
-            /* A message consumed the entry first: its completion decides */
-            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
-        }
-        uct_rc_tm_recv_put(iface, recv);
-        break;
-    case IBV_WC_TM_SYNC:
-        break;
-    default:
-        ucs_error("rc_tm: unexpected completion opcode %d", wc->opcode);
-        break;
+        ++count;
     }
-
-    uct_rc_tm_tag_ops_progress(iface);
+    return count;
 }
+
+
+/* ----- completing receives ----- */
 
 static void uct_rc_tm_tag_send_fin(uct_rc_tm_ep_t *ep, uint32_t app_ctx,
                                    uint64_t tag)
@@ -325,6 +420,7 @@ static void uct_rc_tm_tag_send_fin(uct_rc_tm_ep_t *ep, uint32_t app_ctx,
     }
 }
 
+/* Reports a receive done and drops the owner's reference */
 static void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
                                         uct_rc_tm_recv_t *recv, uint64_t tag,
                                         uint64_t imm, size_t length,
@@ -332,14 +428,13 @@ static void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
 {
     uct_tag_context_t *ctx = recv->ctx;
 
+    uct_rc_tm_recv_unpost(iface, recv);
     if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-        uct_rc_tm_recv_unlink(iface, recv);
         ctx->completed_cb(ctx, tag, imm, length, NULL, status);
     }
-    uct_rc_tm_recv_put(iface, recv); /* the device entry */
+    uct_rc_tm_recv_put(iface, recv);
 }
 
-/* The software half of a rendezvous the device matched but left to us */
 static void uct_rc_tm_tag_rndv_read_done(uct_rc_tm_tx_op_t *op,
                                          ucs_status_t status)
 {
@@ -360,23 +455,23 @@ static void uct_rc_tm_tag_rndv_read_done(uct_rc_tm_tx_op_t *op,
     uct_rc_tm_tx_op_release(op);
 }
 
-static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
-                                          uct_rc_tm_recv_t *recv,
-                                          const tm_dev_wc_t *wc)
+/* The receive of a rendezvous software finishes: read the data from the
+ * sender over the connection the request came on, then FIN.  The owner's
+ * reference moves to the read. */
+static void uct_rc_tm_tag_rndv_read(uct_rc_tm_iface_t *iface,
+                                    uct_rc_tm_recv_t *recv, uint32_t qp_num,
+                                    const struct ibv_tmh *tmh,
+                                    const struct ibv_rvh *rvh)
 {
-    const struct ibv_tmh *tmh = recv->buffer;
-    const struct ibv_rvh *rvh = (const struct ibv_rvh*)(tmh + 1);
-    uct_rc_tm_ep_t *ep        = uct_rc_tm_iface_lookup_ep(iface, wc->qp_num);
+    uct_rc_tm_ep_t *ep = uct_rc_tm_iface_lookup_ep(iface, qp_num);
+    size_t length      = be32toh(rvh->len);
+    uint64_t tag       = be64toh(tmh->tag);
     uct_rc_tm_tx_op_t *op;
     ucs_status_t status;
-    size_t length;
 
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
-
-    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
-        (tmh->opcode != IBV_TMH_RNDV) || (ep == NULL)) {
-        ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
-                  wc->qp_num);
+    if (ep == NULL) {
+        ucs_error("rc_tm: no connection for qp 0x%x to read a rendezvous",
+                  qp_num);
         status = UCS_ERR_IO_ERROR;
         goto err;
     }
@@ -387,13 +482,12 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
         goto err;
     }
 
-    length      = be32toh(rvh->len);
     op->handler = uct_rc_tm_tag_rndv_read_done;
     op->comp    = NULL;
     op->recv    = recv;
     op->ep      = ep;
     op->app_ctx = be32toh(tmh->app_ctx);
-    op->tag     = be64toh(tmh->tag);
+    op->tag     = tag;
     op->length  = length;
     status = uct_rc_tm_ep_rdma_read(ep, recv->buffer,
                                     ucs_min(length, recv->length), recv->lkey,
@@ -405,7 +499,28 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
     return;
 
 err:
-    uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, 0, 0, status);
+    uct_rc_tm_tag_complete_recv(iface, recv, tag, 0, 0, status);
+}
+
+static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
+                                          uct_rc_tm_recv_t *recv,
+                                          const tm_dev_wc_t *wc)
+{
+    const struct ibv_tmh *tmh = recv->buffer;
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
+    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
+        (tmh->opcode != IBV_TMH_RNDV)) {
+        ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
+                  wc->qp_num);
+        uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, 0, 0,
+                                    UCS_ERR_IO_ERROR);
+        return;
+    }
+
+    /* The headers are read before the data overwrites them */
+    uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
+                            (const struct ibv_rvh*)(tmh + 1));
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t
@@ -430,10 +545,19 @@ static void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
     int with_imm;
     uint64_t imm;
 
+    if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
+        /* Cannot happen while every list operation carries the count (the
+         * DEL reaches the device before it is back in phase) */
+        ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
+                  "software had given another message; dropped",
+                  wc->tm_info.tag);
+        return;
+    }
+
     if (wc->wc_flags & IBV_WC_TM_MATCH) {
-        recv->flags = (recv->flags & ~UCT_RC_TM_RECV_IN_DEVICE) |
-                      UCT_RC_TM_RECV_CONSUMED;
-        --iface->tm.num_tags;
+        recv->flags |= UCT_RC_TM_RECV_CONSUMED;
+        uct_rc_tm_recv_unpost(iface, recv);
+        uct_rc_tm_recv_leave_device(iface, recv);
         if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
             recv->ctx->tag_consumed_cb(recv->ctx);
         }
@@ -457,7 +581,6 @@ static void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
         /* A software rendezvous request: the payload is the request */
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
         if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-            uct_rc_tm_recv_unlink(iface, recv);
             recv->ctx->rndv_cb(recv->ctx, wc->tm_info.tag, recv->buffer,
                                wc->byte_len, uct_rc_tm_tag_wc_status(wc), 0);
         }
@@ -468,6 +591,58 @@ static void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_EXP);
     uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, imm,
                                 wc->byte_len, uct_rc_tm_tag_wc_status(wc));
+}
+
+static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
+                                       const tm_dev_wc_t *wc)
+{
+    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
+
+    --iface->tm.ops_in_flight;
+
+    switch (wc->opcode) {
+    case IBV_WC_TM_ADD:
+        if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
+            ucs_error("rc_tm: TAG_ADD failed: %s",
+                      ibv_wc_status_str(wc->status));
+            if (!(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
+                uct_rc_tm_recv_leave_device(iface, recv);
+                uct_rc_tm_tag_complete_recv(iface, recv, 0, 0, 0,
+                                            UCS_ERR_IO_ERROR);
+            }
+        }
+        uct_rc_tm_recv_put(iface, recv);
+        break;
+    case IBV_WC_TM_DEL:
+        if (wc->status == IBV_WC_SUCCESS) {
+            uct_rc_tm_recv_leave_device(iface, recv);
+            if (recv->flags & (UCT_RC_TM_RECV_SW_WON |
+                               UCT_RC_TM_RECV_FORGOTTEN)) {
+                /* Already reported, or never to be */
+                uct_rc_tm_recv_put(iface, recv);
+            } else {
+                uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
+                                            recv->length, UCS_ERR_CANCELED);
+            }
+        } else if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
+            ucs_error("rc_tm: TAG_DEL of a receive software matched failed: "
+                      "%s", ibv_wc_status_str(wc->status));
+            uct_rc_tm_recv_leave_device(iface, recv);
+            uct_rc_tm_recv_put(iface, recv);
+        } else {
+            /* A message consumed the entry first: its completion decides */
+            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
+        }
+        uct_rc_tm_recv_put(iface, recv);
+        break;
+    case IBV_WC_TM_SYNC:
+        break;
+    default:
+        ucs_error("rc_tm: unexpected completion opcode %d", wc->opcode);
+        break;
+    }
+
+    uct_rc_tm_tag_ops_progress(iface);
 }
 
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc)
@@ -518,18 +693,55 @@ static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
     uct_invoke_completion(comp, UCS_OK);
 }
 
+/* A message the device judged unexpected, given to the first-posted
+ * receive that matches it: a software one, or a device one the device could
+ * not match yet (added while it was out of phase) */
+static UCS_F_NOINLINE void
+uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
+                       const tm_dev_wc_t *wc, struct ibv_tmh *tmh,
+                       uint64_t imm, int with_imm)
+{
+    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
+    uint64_t tag  = be64toh(tmh->tag);
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH);
+    uct_rc_tm_recv_unpost(iface, recv);
+    recv->flags |= UCT_RC_TM_RECV_CONSUMED;
+    if (recv->flags & UCT_RC_TM_RECV_IN_SW) {
+        uct_rc_tm_recv_leave_sw(iface, recv);
+    } else {
+        /* Removed before any operation brings the device back in phase;
+         * the DEL completion drops the device entry */
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_SW_WON);
+        recv->flags |= UCT_RC_TM_RECV_SW_WON;
+        ++recv->refs; /* completion here drops one; the DEL the other */
+        uct_rc_tm_tag_post_del(iface, recv);
+    }
+
+    recv->ctx->tag_consumed_cb(recv->ctx);
+
+    if (tmh->opcode == IBV_TMH_RNDV) {
+        uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
+                                (const struct ibv_rvh*)(tmh + 1));
+    } else if (with_imm && (imm == 0)) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
+        recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK, 0);
+        uct_rc_tm_recv_put(iface, recv);
+    } else {
+        memcpy(recv->buffer, tmh + 1, ucs_min(length, recv->length));
+        uct_rc_tm_tag_complete_recv(iface, recv, tag, imm,
+                                    ucs_min(length, recv->length),
+                                    (length > recv->length) ?
+                                    UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
+    }
+}
+
 static ucs_status_t uct_rc_tm_tag_unexp_rndv(uct_rc_tm_iface_t *iface,
                                              const tm_dev_wc_t *wc,
                                              struct ibv_tmh *tmh)
 {
     const struct ibv_rvh *rvh = (const struct ibv_rvh*)(tmh + 1);
     uct_rc_tm_packed_rkey_t rkey_buf;
-
-    if (ucs_unlikely(wc->byte_len < UCT_RC_TM_RNDV_HDR_LEN)) {
-        ucs_error("rc_tm: dropped malformed rendezvous request (%u bytes)",
-                  wc->byte_len);
-        return UCS_OK;
-    }
 
     rkey_buf.magic = UCT_RC_TM_RKEY_MAGIC;
     rkey_buf.rkey  = be32toh(rvh->rkey);
@@ -542,12 +754,10 @@ static ucs_status_t uct_rc_tm_tag_unexp_rndv(uct_rc_tm_iface_t *iface,
 
 static ucs_status_t uct_rc_tm_tag_unexp_eager(uct_rc_tm_iface_t *iface,
                                               const tm_dev_wc_t *wc,
-                                              struct ibv_tmh *tmh)
+                                              struct ibv_tmh *tmh,
+                                              uint64_t imm, int with_imm)
 {
-    int with_imm   = wc->wc_flags & IBV_WC_WITH_IMM;
-    uint64_t imm   = with_imm ? (((uint64_t)be32toh(tmh->app_ctx) << 32) |
-                                 be32toh(wc->imm_data)) : 0;
-    size_t length  = wc->byte_len - UCT_RC_TM_TMH_LEN;
+    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
     void *context;
 
     if (ucs_unlikely(with_imm && (imm == 0))) {
@@ -568,6 +778,10 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         const tm_dev_wc_t *wc,
                                         struct ibv_tmh *tmh)
 {
+    int with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
+    tm_matcher_entry_t *entry;
+    uint64_t imm;
+
     if (tmh->opcode == IBV_TMH_FIN) {
         uct_rc_tm_tag_handle_fin(iface, tmh);
         return UCS_OK;
@@ -575,19 +789,30 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
 
     if (ucs_unlikely(!iface->tm.enabled ||
                      ((tmh->opcode != IBV_TMH_EAGER) &&
-                      (tmh->opcode != IBV_TMH_RNDV)))) {
-        ucs_error("rc_tm: dropped tagged message (opcode %u) on qp 0x%x: %s",
-                  tmh->opcode, wc->qp_num, iface->tm.enabled ?
-                  "unknown opcode" : "tag offload is not enabled");
+                      (tmh->opcode != IBV_TMH_RNDV)) ||
+                     ((tmh->opcode == IBV_TMH_RNDV) &&
+                      (wc->byte_len < UCT_RC_TM_RNDV_HDR_LEN)))) {
+        ucs_error("rc_tm: dropped tagged message (opcode %u, %u bytes) on "
+                  "qp 0x%x: %s", tmh->opcode, wc->byte_len, wc->qp_num,
+                  iface->tm.enabled ? "malformed" :
+                  "tag offload is not enabled");
         return UCS_OK;
     }
 
-    /* Counted before the callback: the user may post receives from it, and
-     * those must carry a count that includes this message */
+    /* Counted before anything else: whatever is posted from here on must
+     * carry a count that includes this message */
     ++iface->tm.unexpected_cnt;
+    imm = with_imm ? (((uint64_t)be32toh(tmh->app_ctx) << 32) |
+                      be32toh(wc->imm_data)) : 0;
+
+    entry = tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
+    if (ucs_unlikely(entry != NULL)) {
+        uct_rc_tm_tag_sw_match(iface, entry->arg, wc, tmh, imm, with_imm);
+        return UCS_OK;
+    }
 
     if (tmh->opcode == IBV_TMH_EAGER) {
-        return uct_rc_tm_tag_unexp_eager(iface, wc, tmh);
+        return uct_rc_tm_tag_unexp_eager(iface, wc, tmh, imm, with_imm);
     }
     return uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
 }
@@ -624,7 +849,8 @@ void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr)
     attr->cap.tag.recv.min_recv        = 0;
     attr->cap.tag.recv.max_zcopy       = iface->config.rndv_max;
     attr->cap.tag.recv.max_iov         = 1;
-    attr->cap.tag.recv.max_outstanding = caps->tm.max_num_tags;
+    attr->cap.tag.recv.max_outstanding = caps->tm.max_num_tags +
+                                         iface->config.sw_list_size;
 }
 
 ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
@@ -650,18 +876,26 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
                                params->rndv_arg : NULL;
     iface->tm.unexpected_cnt = 0;
     iface->tm.num_tags       = 0;
+    iface->tm.num_sw         = 0;
     iface->tm.ops_in_flight  = 0;
     iface->tm.sync_pending   = 0;
     iface->tm.rndv_in_flight = 0;
-    ucs_list_head_init(&iface->tm.recvs);
+    iface->tm.seq            = 0;
+    ucs_list_head_init(&iface->tm.sw_list);
     ucs_queue_head_init(&iface->tm.del_queue);
+    ucs_queue_head_init(&iface->tm.cancel_queue);
     kh_init_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
+
+    if (tm_matcher_init(&iface->tm.matcher, &iface->tm.seq) != 0) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
 
     status = ucs_mpool_init(&iface->tm.recv_mp, 0, sizeof(uct_rc_tm_recv_t),
                             0, UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
                             &uct_rc_tm_recv_mpool_ops, "rc_tm_recv");
     if (status != UCS_OK) {
-        goto err;
+        goto err_matcher;
     }
 
     iface->tm.rndv_ops = ucs_calloc(iface->config.rndv_queue_len,
@@ -681,6 +915,8 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
 
 err_mp:
     ucs_mpool_cleanup(&iface->tm.recv_mp, 0);
+err_matcher:
+    tm_matcher_cleanup(&iface->tm.matcher);
 err:
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
     return status;
@@ -691,5 +927,6 @@ void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface)
     ucs_free(iface->tm.rndv_ops);
     /* Entries the device still held go with the SRQ */
     ucs_mpool_cleanup(&iface->tm.recv_mp, 0);
+    tm_matcher_cleanup(&iface->tm.matcher);
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
 }

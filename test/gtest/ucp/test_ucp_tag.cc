@@ -12,18 +12,21 @@
 #include <functional>
 #include <vector>
 
-extern "C" void uct_rc_tm_counters_total(uint64_t *counters);
+extern "C" unsigned uct_rc_tm_counters_total(uint64_t *counters,
+                                             unsigned max);
 
 namespace {
 
 enum { RX_EXP, RX_EAGER_UNEXP, RX_RNDV_EXP, RX_RNDV_UNEXP, RX_RNDV_INCOMPLETE,
        RX_RNDV_REQ_EXP, RX_RNDV_REQ_UNEXP, LIST_ADD, LIST_DEL, LIST_SYNC,
-       LIST_DEL_RACE, LIST_FULL, TX_RNDV, COUNTER_LAST };
+       LIST_DEL_RACE, LIST_FULL, TX_RNDV, POST_DEVICE, POST_SW,
+    RX_SW_MATCH, SW_WON, PROMOTE, SW_FULL, COUNTER_LAST };
 
 std::vector<uint64_t> counters()
 {
     std::vector<uint64_t> c(COUNTER_LAST);
-    uct_rc_tm_counters_total(c.data());
+    EXPECT_EQ((unsigned)COUNTER_LAST,
+              uct_rc_tm_counters_total(c.data(), c.size()));
     return c;
 }
 

@@ -279,9 +279,11 @@ TEST_F(rc_tm_tag, same_buffer_posted_twice)
     flush(m_receiver);
 }
 
-TEST_F(rc_tm_tag, device_list_full)
+/* Without a software list, a full device list refuses receives (UCP then
+ * keeps them itself) */
+TEST_F(rc_tm_tag, device_list_full_without_software_list)
 {
-    open({{"LIST_SIZE", "4"}});
+    open({{"LIST_SIZE", "4"}}, {{"TM_SW_LIST_SIZE", "0"}});
     EXPECT_EQ(4u, m_receiver.attr.cap.tag.recv.max_outstanding);
     std::vector<std::unique_ptr<mapped_buffer>> bufs;
     std::vector<tag_recv> recvs(5);

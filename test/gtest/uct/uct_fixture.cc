@@ -386,7 +386,8 @@ void uct_fixture::flush(entity &e)
 std::vector<uint64_t> uct_fixture::counters(entity &e)
 {
     std::vector<uint64_t> c(COUNTER_LAST);
-    uct_rc_tm_iface_counters(e.iface, c.data());
+    EXPECT_EQ((unsigned)COUNTER_LAST,
+              uct_rc_tm_iface_counters(e.iface, c.data(), c.size()));
     return c;
 }
 

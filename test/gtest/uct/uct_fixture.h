@@ -19,7 +19,8 @@
 
 extern "C" {
 /* Exported by the module: per-interface counters (UCT_RC_TM_STAT_*) */
-void uct_rc_tm_iface_counters(uct_iface_h iface, uint64_t *counters);
+unsigned uct_rc_tm_iface_counters(uct_iface_h iface, uint64_t *counters,
+                                  unsigned max);
 }
 
 namespace rc_tm_test {
@@ -28,7 +29,8 @@ namespace rc_tm_test {
 enum counter {
     RX_EXP, RX_EAGER_UNEXP, RX_RNDV_EXP, RX_RNDV_UNEXP, RX_RNDV_INCOMPLETE,
     RX_RNDV_REQ_EXP, RX_RNDV_REQ_UNEXP, LIST_ADD, LIST_DEL, LIST_SYNC,
-    LIST_DEL_RACE, LIST_FULL, TX_RNDV, COUNTER_LAST
+    LIST_DEL_RACE, LIST_FULL, TX_RNDV, POST_DEVICE, POST_SW,
+    RX_SW_MATCH, SW_WON, PROMOTE, SW_FULL, COUNTER_LAST
 };
 
 typedef std::map<std::string, std::string> config_t;
