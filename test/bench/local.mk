@@ -3,3 +3,10 @@ noinst_PROGRAMS += test/bench/matcher_bench
 test_bench_matcher_bench_SOURCES = test/bench/matcher_bench.c
 test_bench_matcher_bench_LDADD   = src/matcher/libtm_matcher.la
 EXTRA_DIST += test/bench/perftest_compare.py
+
+# Deep receive queues through UCP: rc_tm against posix (docs/design.md)
+noinst_PROGRAMS += test/bench/ucp_deep_queue
+test_bench_ucp_deep_queue_SOURCES  = test/bench/ucp_deep_queue.c
+test_bench_ucp_deep_queue_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
+test_bench_ucp_deep_queue_LDADD    = src/uct/rc_tm/libuct_rc_tm.la $(UCX_LIBS)
+test_bench_ucp_deep_queue_LDFLAGS  = -Wl,--no-as-needed
