@@ -21,43 +21,42 @@
 
 static _Atomic uint32_t soft_next_qp_num = 0x100;
 
-static inline uint32_t soft_rec_size(uint32_t len)
-{
-    return (sizeof(soft_rec_t) + len + SOFT_CACHE_LINE - 1) &
-           ~(uint32_t)(SOFT_CACHE_LINE - 1);
-}
-
-static inline soft_rec_t *soft_ring_rec(soft_ring_ctl_t *ring, uint32_t mask,
-                                        uint64_t pos)
-{
-    return (soft_rec_t *)(ring->data + (pos & mask));
-}
-
-
 /* ---- ring: producer side ---- */
 
-/* Room for a record of len bytes (plus padding to the end of the buffer)? */
+/* Type 0 where the next record will start: see soft_ring_ctl_t */
+static inline void soft_ring_terminate(soft_conn_t *conn, uint64_t pos)
+{
+    __atomic_store_n(&soft_ring_rec(conn->out, conn->out_mask, pos)->type, 0,
+                     __ATOMIC_RELAXED);
+}
+
+/* Room for a record of len bytes (plus padding to the end of the buffer, plus
+ * the line of the next record's terminator)?  The consumer's position is read
+ * only when the cached one says the ring is full. */
 static soft_rec_t *soft_ring_reserve(soft_conn_t *conn, uint32_t len)
 {
     uint32_t size  = soft_rec_size(len);
     uint32_t ring  = conn->out_mask + 1;
     uint32_t pos   = conn->out_tail & conn->out_mask;
     uint32_t to_end = ring - pos;
-    uint64_t need  = (size > to_end) ? (uint64_t)to_end + size : size;
+    uint64_t need  = ((size > to_end) ? (uint64_t)to_end + size : size) +
+                     SOFT_CACHE_LINE;
     soft_rec_t *pad;
 
-    if (conn->out_tail + need - conn->out_head_cache > ring) {
+    if (soft_unlikely(conn->out_tail + need - conn->out_head_cache > ring)) {
         conn->out_head_cache = atomic_load_explicit(&conn->out->head,
                                                     memory_order_acquire);
         if (conn->out_tail + need - conn->out_head_cache > ring) {
             return NULL;
         }
     }
-    if (size > to_end) {
-        pad       = soft_ring_rec(conn->out, conn->out_mask, conn->out_tail);
-        pad->len  = to_end - sizeof(soft_rec_t);
-        pad->type = SOFT_REC_PAD;
+    if (soft_unlikely(size > to_end)) {
+        pad      = soft_ring_rec(conn->out, conn->out_mask, conn->out_tail);
+        pad->len = to_end - sizeof(soft_rec_t);
         conn->out_tail += to_end;
+        /* the consumer goes on at offset 0 once it sees the PAD */
+        soft_ring_terminate(conn, conn->out_tail);
+        __atomic_store_n(&pad->type, SOFT_REC_PAD, __ATOMIC_RELEASE);
     }
     return soft_ring_rec(conn->out, conn->out_mask, conn->out_tail);
 }
@@ -66,43 +65,40 @@ static void soft_ring_publish(soft_conn_t *conn, soft_rec_t *rec, uint32_t len,
                               uint16_t flags, uint32_t imm_data)
 {
     rec->len      = len;
-    rec->type     = SOFT_REC_MSG;
     rec->flags    = flags;
     rec->imm_data = imm_data;
     conn->out_tail += soft_rec_size(len);
-    atomic_store_explicit(&conn->out->tail, conn->out_tail,
-                          memory_order_release);
+    soft_ring_terminate(conn, conn->out_tail);
+    /* the flag last: the consumer sees the contents and the terminator */
+    __atomic_store_n(&rec->type, SOFT_REC_MSG, __ATOMIC_RELEASE);
+    /* own the line of the next record's terminator before we need it (the
+     * consumer is about to poll the one right after this record) */
+    __builtin_prefetch(soft_ring_rec(conn->out, conn->out_mask,
+                                     conn->out_tail + SOFT_CACHE_LINE), 1);
 }
 
 
 /* ---- ring: consumer side (used by the TM-SRQ) ---- */
 
-/* The oldest message waiting on conn's inbound ring, skipping padding */
-bool soft_ring_peek(soft_conn_t *conn, soft_rec_t **rec_p)
+/* soft_ring_peek() found something else than a message at its position:
+ * skips padding, then looks again (slow path, once per lap) */
+bool soft_ring_skip_pad(soft_conn_t *conn, soft_rec_t **rec_p)
 {
-    soft_ring_ctl_t *in = conn->in;
-    soft_rec_t *rec;
-    uint64_t tail;
+    soft_rec_t *rec = soft_ring_head_rec(conn);
+    uint16_t type;
 
     for (;;) {
-        tail = atomic_load_explicit(&in->tail, memory_order_acquire);
-        if (tail == conn->in_head) {
-            return false;
-        }
-        rec = soft_ring_rec(in, conn->in_mask, conn->in_head);
-        if (soft_likely(rec->type == SOFT_REC_MSG)) {
+        type = soft_rec_type(rec);
+        if (type == SOFT_REC_MSG) {
             *rec_p = rec;
             return true;
         }
-        conn->in_head += soft_rec_size(rec->len);
-        atomic_store_explicit(&in->head, conn->in_head, memory_order_release);
+        if (type == 0) {
+            return false;
+        }
+        soft_ring_advance(conn, rec->len);
+        rec = soft_ring_head_rec(conn);
     }
-}
-
-void soft_ring_release(soft_conn_t *conn, soft_rec_t *rec)
-{
-    conn->in_head += soft_rec_size(rec->len);
-    atomic_store_explicit(&conn->in->head, conn->in_head, memory_order_release);
 }
 
 
@@ -681,19 +677,21 @@ unsigned soft_conn_reap(soft_conn_t *conn, soft_cq_t *cq)
     unsigned count = 0;
     soft_wqe_t *wqe;
     tm_dev_wc_t *wc;
-    uint64_t head = 0;
     bool head_read = false;
 
     while (conn->sq_head != conn->sq_tail) {
         wqe = soft_sq_wqe(conn, conn->sq_head);
         if (wqe->state == SOFT_WQE_SENT) {
-            if (!head_read) {
-                head = atomic_load_explicit(&conn->out->head,
-                                            memory_order_acquire);
+            if ((int64_t)(conn->out_head_cache - wqe->ring_end) < 0) {
+                if (head_read || ((++conn->head_polls & 15) != 0)) {
+                    break;
+                }
+                conn->out_head_cache = atomic_load_explicit(&conn->out->head,
+                                                            memory_order_acquire);
                 head_read = true;
-            }
-            if ((int64_t)(head - wqe->ring_end) < 0) {
-                break;              /* not yet consumed by the peer */
+                if ((int64_t)(conn->out_head_cache - wqe->ring_end) < 0) {
+                    break;          /* not yet consumed by the peer */
+                }
             }
             soft_wqe_done(wqe, IBV_WC_SUCCESS);
         } else if (wqe->state != SOFT_WQE_DONE) {
@@ -856,6 +854,57 @@ static int soft_wqe_fill(soft_conn_t *conn, const struct ibv_send_wr *wr,
     return 0;
 }
 
+/*
+ * Fast path of an inline SEND: when nothing waits ahead of it and the ring
+ * has room, the data goes from the gather list straight into the ring (one
+ * copy, as for a non-inline SEND) and the send queue entry keeps only what
+ * its completion needs.  Same result as filling the entry and pushing it.
+ */
+static bool soft_post_inline_direct(soft_conn_t *conn,
+                                    const struct ibv_send_wr *wr,
+                                    soft_wqe_t *wqe)
+{
+    uint64_t len = 0;
+    soft_rec_t *rec;
+    uint8_t *dst;
+    int i;
+
+    if (((wr->opcode != IBV_WR_SEND) && (wr->opcode != IBV_WR_SEND_WITH_IMM)) ||
+        !(wr->send_flags & IBV_SEND_INLINE) ||
+        (conn->state != SOFT_CONN_CONNECTED) ||
+        (conn->sq_sent != conn->sq_tail) || (conn->fin_count != 0) ||
+        (wr->num_sge < 0) || (wr->num_sge > SOFT_MAX_SGE)) {
+        return false;
+    }
+    for (i = 0; i < wr->num_sge; ++i) {
+        len += wr->sg_list[i].length;
+    }
+    if ((len > SOFT_MAX_INLINE) ||
+        (len > soft_dev(conn->super.dev)->caps.max_msg_size)) {
+        return false;                   /* soft_wqe_fill() reports it */
+    }
+    rec = soft_ring_reserve(conn, (uint32_t)len);
+    if (rec == NULL) {
+        return false;
+    }
+    for (i = 0, dst = (uint8_t *)(rec + 1); i < wr->num_sge; ++i) {
+        memcpy(dst, (void *)(uintptr_t)wr->sg_list[i].addr,
+               wr->sg_list[i].length);
+        dst += wr->sg_list[i].length;
+    }
+    soft_ring_publish(conn, rec, (uint32_t)len,
+                      (wr->opcode == IBV_WR_SEND_WITH_IMM) ? SOFT_REC_F_IMM : 0,
+                      wr->imm_data);
+    wqe->wr_id      = wr->wr_id;
+    wqe->opcode     = (uint8_t)wr->opcode;
+    wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->state      = SOFT_WQE_SENT;
+    wqe->status     = IBV_WC_SUCCESS;
+    wqe->byte_len   = (uint32_t)len;
+    wqe->ring_end   = conn->out_tail;
+    return true;
+}
+
 int soft_post_send(tm_dev_conn_t *tconn, struct ibv_send_wr *wr,
                    struct ibv_send_wr **bad_wr)
 {
@@ -873,6 +922,11 @@ int soft_post_send(tm_dev_conn_t *tconn, struct ibv_send_wr *wr,
             break;
         }
         wqe = soft_sq_wqe(conn, conn->sq_tail);
+        if (soft_post_inline_direct(conn, wr, wqe)) {
+            ++conn->sq_tail;
+            ++conn->sq_sent;
+            continue;
+        }
         ret = soft_wqe_fill(conn, wr, wqe);
         if (soft_unlikely(ret != 0)) {
             break;

@@ -53,7 +53,7 @@
 
 #define SOFT_SHM_PREFIX            "rc_tm_soft."
 #define SOFT_MAGIC                 0x72637473u   /* "rcts" */
-#define SOFT_VERSION               1u
+#define SOFT_VERSION               2u     /* 2: records carry their own flag */
 
 
 /* ---- Addresses (packed, what dev_addr/conn_addr write) ---- */
@@ -143,6 +143,18 @@ typedef struct soft_srq_seg {
  * Ring: single producer (the peer connection), single consumer (the owner's
  * TM-SRQ).  Byte positions grow forever; records are cache-line aligned and
  * never wrap (a PAD record fills the end of the buffer).
+ *
+ * The consumer polls the type of the record at its own position, not the
+ * producer's position: a new message costs the consumer one cache-line
+ * transfer (the record, header and small payload together) instead of two.
+ * Type 0 means "nothing yet".  Stale bytes of an earlier lap never look like
+ * a record because the producer writes type 0 at the start of the next record
+ * (the "terminator") before it publishes a record's type with a release
+ * store; so the consumer, having acquired a record, sees 0 or a newer record
+ * where the next one starts.  The ring keeps one line free for it.
+ * tail is not maintained (kept for the layout); head is the consumer's
+ * position, read by the producer only when it needs it (ring full, send
+ * completions).
  */
 typedef struct soft_ring_ctl {
     soft_seg_hdr_t   hdr;
@@ -150,14 +162,15 @@ typedef struct soft_ring_ctl {
     _Atomic uint32_t producer_attached;
     soft_proc_id_t   producer;
     uint8_t          pad0[SOFT_CACHE_LINE];
-    _Atomic uint64_t tail SOFT_ALIGNED;   /* written by the producer */
+    _Atomic uint64_t tail SOFT_ALIGNED;   /* unused (version 1: producer) */
     _Atomic uint64_t head SOFT_ALIGNED;   /* written by the consumer */
     uint8_t          data[] SOFT_ALIGNED;
 } soft_ring_ctl_t;
 
 typedef struct soft_rec {
     uint32_t        len;        /* payload bytes */
-    uint16_t        type;       /* SOFT_REC_MSG / SOFT_REC_PAD */
+    uint16_t        type;       /* 0 (not yet) / SOFT_REC_MSG / SOFT_REC_PAD,
+                                 * accessed atomically (the record's flag) */
     uint16_t        flags;      /* SOFT_REC_F_* */
     uint32_t        imm_data;   /* big endian, as posted */
     uint32_t        reserved;
@@ -165,6 +178,25 @@ typedef struct soft_rec {
 
 enum { SOFT_REC_MSG = 1, SOFT_REC_PAD = 2 };
 enum { SOFT_REC_F_IMM = 1 };
+
+/* Ring bytes a record of len payload bytes takes (whole cache lines) */
+static inline uint32_t soft_rec_size(uint32_t len)
+{
+    return (sizeof(soft_rec_t) + len + SOFT_CACHE_LINE - 1) &
+           ~(uint32_t)(SOFT_CACHE_LINE - 1);
+}
+
+static inline soft_rec_t *soft_ring_rec(soft_ring_ctl_t *ring, uint32_t mask,
+                                        uint64_t pos)
+{
+    return (soft_rec_t *)(ring->data + (pos & mask));
+}
+
+/* The record's flag: acquire, so that its contents are visible after it */
+static inline uint16_t soft_rec_type(const soft_rec_t *rec)
+{
+    return __atomic_load_n(&rec->type, __ATOMIC_ACQUIRE);
+}
 
 
 /* ---- Process-local objects ---- */
@@ -376,6 +408,7 @@ struct soft_conn {
     uint32_t           out_mask;
     uint64_t           out_tail;     /* local copy of out->tail */
     uint64_t           out_head_cache;
+    uint32_t           head_polls;
     soft_peer_t        *peer;        /* peer device's registration table */
     soft_proc_id_t     peer_proc;
     uint64_t           next_liveness_ns;
@@ -393,6 +426,10 @@ struct soft_conn {
 
 
 /* ---- Helpers ---- */
+
+/* Everything below is internal to the library: calls between the sources
+ * need no PLT/GOT indirection (the hot path crosses files) */
+#pragma GCC visibility push(hidden)
 
 #define soft_container_of(ptr, type, member) \
     ((type *)((char *)(ptr) - offsetof(type, member)))
@@ -497,8 +534,42 @@ unsigned soft_conn_reap(soft_conn_t *conn, soft_cq_t *cq);
 int  soft_conn_send_fin(soft_conn_t *conn, const void *fin, size_t len);
 void soft_conn_set_error(soft_conn_t *conn);
 bool soft_conn_peer_alive(soft_conn_t *conn);
-bool soft_ring_peek(soft_conn_t *conn, soft_rec_t **rec_p);
-void soft_ring_release(soft_conn_t *conn, soft_rec_t *rec);
+
+/* ring consumer (the TM-SRQ of the connection's device) */
+
+/* The record at the consumer's position, if published: the one cache line
+ * the consumer needs to see a small message (no producer counter to read) */
+static inline soft_rec_t *soft_ring_head_rec(soft_conn_t *conn)
+{
+    return soft_ring_rec(conn->in, conn->in_mask, conn->in_head);
+}
+
+static inline void soft_ring_advance(soft_conn_t *conn, uint32_t len)
+{
+    conn->in_head += soft_rec_size(len);
+    /* release: our reads of the record come before the producer reuses it */
+    atomic_store_explicit(&conn->in->head, conn->in_head, memory_order_release);
+}
+
+bool soft_ring_skip_pad(soft_conn_t *conn, soft_rec_t **rec_p);
+
+/* The oldest message waiting on conn's inbound ring, if any */
+static inline bool soft_ring_peek(soft_conn_t *conn, soft_rec_t **rec_p)
+{
+    soft_rec_t *rec = soft_ring_head_rec(conn);
+    uint16_t type   = soft_rec_type(rec);
+
+    if (soft_likely(type == SOFT_REC_MSG)) {
+        *rec_p = rec;
+        return true;
+    }
+    return (type != 0) && soft_ring_skip_pad(conn, rec_p);
+}
+
+static inline void soft_ring_release(soft_conn_t *conn, soft_rec_t *rec)
+{
+    soft_ring_advance(conn, rec->len);
+}
 
 /* soft_tm.c */
 int  soft_create_srq(tm_dev_t *dev, tm_dev_cq_t *recv_cq, tm_dev_srq_t **srq_p);
@@ -519,5 +590,7 @@ void soft_srq_forget_conn(soft_srq_t *srq, soft_conn_t *conn);
 
 /* soft_test.c */
 int  soft_srq_step_random(soft_srq_t *srq, uint64_t *seed);
+
+#pragma GCC visibility pop
 
 #endif

@@ -161,18 +161,21 @@ unsigned tm_soft_pending_ops(tm_dev_srq_t *srq)
 unsigned tm_soft_pending_arrivals(tm_dev_conn_t *tconn)
 {
     soft_conn_t *conn = soft_conn(tconn);
-    uint64_t pos  = conn->in_head;
-    uint64_t tail = atomic_load_explicit(&conn->in->tail, memory_order_acquire);
+    uint64_t pos = conn->in_head;
     const soft_rec_t *rec;
     unsigned n = 0;
+    uint16_t type;
 
-    while (pos != tail) {
-        rec  = (const soft_rec_t *)(conn->in->data + (pos & conn->in_mask));
-        n   += (rec->type == SOFT_REC_MSG);
-        pos += (sizeof(soft_rec_t) + rec->len + SOFT_CACHE_LINE - 1) &
-               ~(uint64_t)(SOFT_CACHE_LINE - 1);
+    /* published records up to the terminator (see soft_ring_ctl_t) */
+    for (;;) {
+        rec  = soft_ring_rec(conn->in, conn->in_mask, pos);
+        type = soft_rec_type(rec);
+        if (type == 0) {
+            return n;
+        }
+        n   += (type == SOFT_REC_MSG);
+        pos += soft_rec_size(rec->len);
     }
-    return n;
 }
 
 unsigned tm_soft_pending_data(tm_dev_srq_t *srq)
