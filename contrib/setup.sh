@@ -84,10 +84,18 @@ SRC
     echo "$srcdir" > "$deps/ucx-src.path"
 }
 
+# autogen when its outputs are missing or older than their inputs
+needs_autogen() {
+    [ -x "$top/configure" ] && [ -f "$top/Makefile.in" ] || return 0
+    [ -n "$(find "$top/configure.ac" "$top/Makefile.am" "$top/src" "$top/test" \
+            \( -name configure.ac -o -name '*.am' -o -name '*.mk' \) \
+            -newer "$top/Makefile.in" -print -quit)" ]
+}
+
 configure_and_build() {
     local srcdir
     srcdir=$(cat "$deps/ucx-src.path")
-    if [ ! -x "$top/configure" ]; then
+    if needs_autogen; then
         log "autogen"
         (cd "$top" && ./autogen.sh)
     fi
@@ -98,7 +106,7 @@ configure_and_build() {
     fi
     log "make"
     make -C "$build" -j"$(nproc)" >/dev/null
-    log "built $build/src/.libs/libuct_rc_tm.so"
+    log "built $(module_path)"
 }
 
 module_path() {
