@@ -24,9 +24,13 @@ static void uct_rc_tm_dev_log(tm_dev_log_level_t level, const char *file,
         [TM_DEV_LOG_DEBUG] = UCS_LOG_LEVEL_DEBUG
     };
 
+    char msg[256];
+
+    /* ucs_log_dispatch() is variadic: it cannot take our va_list */
     if (ucs_log_is_enabled(ucs_level[level])) {
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         ucs_log_dispatch(file, line, "", ucs_level[level],
-                         &ucs_global_opts.log_component, fmt, ap);
+                         &ucs_global_opts.log_component, "%s", msg);
     }
 }
 
