@@ -113,13 +113,34 @@ static void peer_open(peer_t *p, const char *tls, int fd)
     }
 }
 
+/* The other process: the sender (child) in the receiver, the receiver
+ * (parent) in the sender.  A request waits only while it lives. */
+static pid_t other_pid;
+static int   other_is_parent;
+
+static void check_other_alive(void)
+{
+    int status;
+
+    if (other_is_parent ? (getppid() != other_pid) :
+        (waitpid(other_pid, &status, WNOHANG) == other_pid)) {
+        fprintf(stderr, "ucp_deep_queue: the other process exited\n");
+        exit(1);
+    }
+}
+
 static void wait_req(peer_t *p, void *req)
 {
+    unsigned spins = 0;
+
     if (UCS_PTR_IS_ERR(req)) {
         die("request", UCS_PTR_STATUS(req));
     } else if (req != NULL) {
         while (ucp_request_check_status(req) == UCS_INPROGRESS) {
             ucp_worker_progress(p->worker);
+            if ((++spins % 100000) == 0) {
+                check_other_alive();
+            }
         }
         ucp_request_free(req);
     }
@@ -204,15 +225,18 @@ static double run(const char *tls, size_t n, size_t size)
         exit(1);
     }
 
-    pid = fork();
+    other_pid = getpid();
+    pid       = fork();
     if (pid == 0) {
+        other_is_parent = 1;
         close(fds[0]);
         sender(tls, fds[1], n, size);
         _exit(0);
     }
 
     close(fds[1]);
-    result = receiver(tls, fds[0], n, size);
+    other_pid = pid;
+    result    = receiver(tls, fds[0], n, size);
     close(fds[0]);
     if ((waitpid(pid, &status, 0) != pid) || !WIFEXITED(status) ||
         (WEXITSTATUS(status) != 0)) {

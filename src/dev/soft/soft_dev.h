@@ -18,6 +18,7 @@
 
 #include "dev/tm_dev.h"
 #include "soft_dev_test.h"
+#include "matcher/tag_matcher.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -44,16 +45,23 @@
 #define SOFT_TAG_INDEX_BITS        20       /* handle = gen << 20 | index */
 #define SOFT_MAX_NUM_TAGS_LIMIT    ((1u << SOFT_TAG_INDEX_BITS) - 1)
 
-/* Registration table: key = generation << 16 | slot (slot 0 unused) */
-#define SOFT_MR_SLOT_BITS          16
+/* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
+ * registers every offloaded receive buffer, so MPI codes with deep receive
+ * queues need far more than 64k regions; the shared table is sparse (pages
+ * are touched only as slots are first used). */
+#define SOFT_MR_SLOT_BITS          20
 #define SOFT_MR_SLOTS              (1u << SOFT_MR_SLOT_BITS)
+#define SOFT_MR_GEN_MAX            ((1u << (32 - SOFT_MR_SLOT_BITS)) - 1)
+/* A freed slot is reused only once this many wait behind it (FIFO); until
+ * then registrations take never-used slots */
+#define SOFT_MR_REUSE_MIN          4096
 
 /* How often a connection waiting on its peer checks that the peer lives */
 #define SOFT_LIVENESS_PERIOD_NS    (20ull * 1000 * 1000)
 
 #define SOFT_SHM_PREFIX            "rc_tm_soft."
 #define SOFT_MAGIC                 0x72637473u   /* "rcts" */
-#define SOFT_VERSION               2u     /* 2: records carry their own flag */
+#define SOFT_VERSION               3u     /* 3: 20-bit key slots */
 
 
 /* ---- Addresses (packed, what dev_addr/conn_addr write) ---- */
@@ -233,9 +241,11 @@ struct soft_dev {
     uint32_t           ring_size;
     soft_shm_t         shm;
     soft_dev_seg_t     *seg;
-    /* registration table, local side: FIFO of free slots and generations */
+    /* registration table, local side: FIFO of freed slots, the first
+     * never-used slot, and each slot's next generation */
     uint32_t           *mr_free;
     uint32_t           mr_free_head, mr_free_count;
+    uint32_t           mr_fresh;
     uint16_t           *mr_next_gen;
     soft_list_t        peers;
     soft_list_t        cqs;
@@ -260,13 +270,14 @@ struct soft_cq {
 
 /* Matching list entry (indexed by the low bits of its handle) */
 typedef struct soft_tag {
-    soft_list_t        link;         /* in srq->tags (add order) / free list */
+    tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
+                                        order of ADD processing */
+    soft_list_t        link;         /* in srq->tag_free */
     uint64_t           tag, mask;
     uint64_t           recv_wr_id;
     uint64_t           addr;
     uint32_t           length;
     uint32_t           lkey;
-    uint64_t           add_seq;      /* order of ADD processing */
     uint32_t           gen;          /* handle generation */
     uint8_t            state;        /* SOFT_TAG_* */
 } soft_tag_t;
@@ -332,17 +343,19 @@ struct soft_srq {
     soft_tag_t         *tags;
     uint32_t           max_tags;
     uint32_t           tags_used;    /* POSTED + LISTED (what the cap counts) */
-    soft_list_t        tag_list;     /* LISTED, in add order */
+    tm_matcher_t       listed;       /* LISTED entries: matched like the
+                                        NIC, first added wins, in a time
+                                        that does not grow with the list */
     soft_list_t        tag_free;     /* FIFO, so handles are reused late */
     uint32_t           *tag_refs;    /* pending ops naming each tag */
-    uint64_t           next_add_seq;
+    uint64_t           next_add_seq; /* the sequence counter of listed */
     /* list operations: FIFO of max_ops */
     soft_op_t          *ops;
     uint32_t           max_ops, op_head, op_tail;
     /* phase */
     uint32_t           hw_unexp;
     bool               in_phase;
-    uint64_t           match_barrier; /* entries with add_seq >= this wait */
+    uint64_t           match_barrier; /* entries with seq >= this wait */
     /* pending DATA_VALID / rndv reads, FIFO of max_tags */
     soft_xfer_t        *xfers;
     uint32_t           xfer_mask, xfer_head, xfer_tail;

@@ -3,10 +3,13 @@
  *
  * The registration table lives in the device's shared-memory segment so
  * that peers can check a key before they touch memory.  A key is
- * (generation << 16 | slot): deregistering clears the slot's generation and
+ * (generation << 20 | slot): deregistering clears the slot's generation and
  * the next registration of that slot uses a new one, so an old key is stale.
- * Slots are reused in FIFO order, so a stale key would need 65535 reuses of
- * the same slot before it could look valid again.
+ * Freed slots are reused in FIFO order and only once SOFT_MR_REUSE_MIN others
+ * wait behind them, so a stale key could look valid again only after
+ * SOFT_MR_GEN_MAX * SOFT_MR_REUSE_MIN (16M) registrations; until then new
+ * registrations take never-used slots, which keeps the touched part of the
+ * table as small as the number of live regions allows.
  *
  * RDMA read/write is one copy between processes with process_vm_readv /
  * process_vm_writev (same user; also within one process).
@@ -32,23 +35,17 @@ static inline uint32_t soft_key_gen(uint32_t key)
 
 int soft_mr_table_init(soft_dev_t *dev)
 {
-    uint32_t i, nfree = SOFT_MR_SLOTS - 1;  /* slot 0 is never used */
-
-    dev->mr_free     = calloc(nfree, sizeof(*dev->mr_free));
+    /* calloc: untouched pages of these large arrays stay unallocated */
+    dev->mr_free     = calloc(SOFT_MR_SLOTS, sizeof(*dev->mr_free));
     dev->mr_next_gen = calloc(SOFT_MR_SLOTS, sizeof(*dev->mr_next_gen));
     if ((dev->mr_free == NULL) || (dev->mr_next_gen == NULL)) {
         free(dev->mr_free);
         free(dev->mr_next_gen);
         return ENOMEM;
     }
-    for (i = 0; i < nfree; ++i) {
-        dev->mr_free[i] = i + 1;
-    }
-    for (i = 0; i < SOFT_MR_SLOTS; ++i) {
-        dev->mr_next_gen[i] = 1;
-    }
     dev->mr_free_head  = 0;
-    dev->mr_free_count = nfree;
+    dev->mr_free_count = 0;
+    dev->mr_fresh      = 1;     /* slot 0 is never used */
     return 0;
 }
 
@@ -58,11 +55,35 @@ void soft_mr_table_cleanup(soft_dev_t *dev)
     free(dev->mr_next_gen);
 }
 
+/* A free slot, or 0 when the table is full */
+static uint32_t soft_mr_slot_get(soft_dev_t *dev)
+{
+    uint32_t index;
+
+    if ((dev->mr_free_count < SOFT_MR_REUSE_MIN) &&
+        (dev->mr_fresh < SOFT_MR_SLOTS)) {
+        return dev->mr_fresh++;
+    }
+    if (dev->mr_free_count == 0) {
+        return 0;
+    }
+    index             = dev->mr_free[dev->mr_free_head];
+    dev->mr_free_head = (dev->mr_free_head + 1) % SOFT_MR_SLOTS;
+    --dev->mr_free_count;
+    return index;
+}
+
+static void soft_mr_slot_put(soft_dev_t *dev, uint32_t index)
+{
+    dev->mr_free[(dev->mr_free_head + dev->mr_free_count) % SOFT_MR_SLOTS] =
+            index;
+    ++dev->mr_free_count;
+}
+
 int soft_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
                 tm_dev_mr_t **mr_p)
 {
     soft_dev_t *dev = soft_dev(tdev);
-    const uint32_t nfree = SOFT_MR_SLOTS - 1;
     soft_mr_slot_t *slot;
     soft_mr_t *mr;
     uint32_t index, gen;
@@ -70,21 +91,21 @@ int soft_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
     if ((addr == NULL) && (length != 0)) {
         return EINVAL;
     }
-    if (dev->mr_free_count == 0) {
-        tm_dev_error("soft: registration table full (%u regions)", nfree);
-        return ENOMEM;
-    }
     mr = calloc(1, sizeof(*mr));
     if (mr == NULL) {
         return ENOMEM;
     }
+    index = soft_mr_slot_get(dev);
+    if (index == 0) {
+        tm_dev_error("soft: registration table full (%u regions)",
+                     SOFT_MR_SLOTS - 1);
+        free(mr);
+        return ENOMEM;
+    }
 
-    index = dev->mr_free[dev->mr_free_head];
-    dev->mr_free_head = (dev->mr_free_head + 1) % nfree;
-    --dev->mr_free_count;
-
-    gen = dev->mr_next_gen[index];
-    dev->mr_next_gen[index] = (gen == 0xffff) ? 1 : gen + 1;
+    /* generation 0 means "free" */
+    gen = dev->mr_next_gen[index] + 1;
+    dev->mr_next_gen[index] = (gen == SOFT_MR_GEN_MAX) ? 0 : gen;
 
     /* fields first, then the generation that makes them valid */
     slot         = &dev->seg->mr[index];
@@ -107,11 +128,9 @@ int soft_dereg_mr(tm_dev_mr_t *tmr)
 {
     soft_mr_t *mr   = soft_container_of(tmr, soft_mr_t, super);
     soft_dev_t *dev = soft_dev(tmr->dev);
-    const uint32_t nfree = SOFT_MR_SLOTS - 1;
 
     atomic_store_explicit(&dev->seg->mr[mr->slot].gen, 0, memory_order_release);
-    dev->mr_free[(dev->mr_free_head + dev->mr_free_count) % nfree] = mr->slot;
-    ++dev->mr_free_count;
+    soft_mr_slot_put(dev, mr->slot);
     free(mr);
     return 0;
 }

@@ -190,14 +190,7 @@ unsigned tm_soft_free_rbufs(tm_dev_srq_t *srq)
 
 unsigned tm_soft_listed_tags(tm_dev_srq_t *tsrq)
 {
-    soft_srq_t *srq = soft_srq(tsrq);
-    soft_list_t *it;
-    unsigned n = 0;
-
-    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
-        ++n;
-    }
-    return n;
+    return tm_matcher_count(&soft_srq(tsrq)->listed);
 }
 
 uint32_t tm_soft_hw_unexp(tm_dev_srq_t *srq)

@@ -12,7 +12,7 @@
  * In AUTO mode poll_cq runs them; tests may run them one by one.
  *
  * Phase: hw_unexp counts tagged messages judged unexpected.  Judging one
- * puts the device out of phase; entries added from then on (add_seq >=
+ * puts the device out of phase; entries added from then on (seq >=
  * match_barrier) are not matchable until an operation carrying
  * unexpected_cnt == hw_unexp brings the device back in phase.
  */
@@ -66,28 +66,23 @@ static void soft_tag_try_free(soft_srq_t *srq, soft_tag_t *tag)
 /* Takes an entry out of the list (consumed by a message or deleted) */
 static void soft_tag_retire(soft_srq_t *srq, soft_tag_t *tag)
 {
-    soft_list_del(&tag->link);
+    tm_matcher_remove(&srq->listed, &tag->entry);
     tag->state = SOFT_TAG_DEAD;
     --srq->tags_used;
     soft_tag_try_free(srq, tag);
 }
 
-/* The first-added matchable entry for tag, or NULL */
+/* The first-added matchable entry for tag, or NULL.  The first-added of all
+ * matching entries decides: if it was added out of phase, so were all later
+ * ones. */
 static soft_tag_t *soft_tag_match(soft_srq_t *srq, uint64_t msg_tag)
 {
-    soft_list_t *it;
-    soft_tag_t *tag;
+    tm_matcher_entry_t *e = tm_matcher_peek(&srq->listed, msg_tag);
 
-    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
-        tag = soft_container_of(it, soft_tag_t, link);
-        if (tag->add_seq >= srq->match_barrier) {
-            break;          /* added out of phase: this and all later wait */
-        }
-        if ((msg_tag & tag->mask) == tag->tag) {
-            return tag;
-        }
+    if ((e == NULL) || (e->seq >= srq->match_barrier)) {
+        return NULL;
     }
-    return NULL;
+    return e->arg;
 }
 
 static inline unsigned soft_srq_sync_flag(const soft_srq_t *srq)
@@ -186,7 +181,10 @@ int soft_create_srq(tm_dev_t *tdev, tm_dev_cq_t *tcq, tm_dev_srq_t **srq_p)
         return ENOMEM;
     }
 
-    soft_list_init(&srq->tag_list);
+    if (tm_matcher_init(&srq->listed, &srq->next_add_seq) != 0) {
+        soft_destroy_srq(&srq->super);
+        return ENOMEM;
+    }
     soft_list_init(&srq->tag_free);
     for (i = 0; i < srq->max_tags; ++i) {
         srq->tags[i].gen = 1;
@@ -233,6 +231,7 @@ void soft_destroy_srq(tm_dev_srq_t *tsrq)
     if (srq->cq != NULL) {
         soft_list_del(&srq->link);
     }
+    tm_matcher_cleanup(&srq->listed);
     free(srq->rbufs);
     free(srq->tags);
     free(srq->tag_refs);
@@ -302,7 +301,9 @@ static int soft_post_one_op(soft_srq_t *srq, struct ibv_ops_wr *wr)
         if ((wr->tm.add.num_sge < 0) || (wr->tm.add.num_sge > 1)) {
             return EINVAL;
         }
-        if ((srq->tags_used >= srq->max_tags) || soft_list_empty(&srq->tag_free)) {
+        if ((srq->tags_used >= srq->max_tags) || soft_list_empty(&srq->tag_free) ||
+            (tm_matcher_reserve(&srq->listed, wr->tm.add.mask,
+                                srq->max_tags) != 0)) {
             return ENOMEM;
         }
         tag = soft_container_of(srq->tag_free.next, soft_tag_t, link);
@@ -397,10 +398,17 @@ int soft_srq_step_op(soft_srq_t *srq)
     case IBV_WR_TAG_ADD:
         opcode       = IBV_WC_TM_ADD;
         tag          = &srq->tags[op->index];
-        tag->state   = SOFT_TAG_LISTED;
-        tag->add_seq = srq->next_add_seq++;
-        soft_list_add_tail(&srq->tag_list, &tag->link);
         --srq->tag_refs[op->index];
+        /* room was reserved when the ADD was posted */
+        if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
+                            tag) != 0) {
+            status = IBV_WC_GENERAL_ERR;
+            tag->state = SOFT_TAG_DEAD;
+            --srq->tags_used;
+            soft_tag_try_free(srq, tag);
+            break;
+        }
+        tag->state = SOFT_TAG_LISTED;
         break;
     case IBV_WR_TAG_DEL:
         opcode = IBV_WC_TM_DEL;

@@ -11,5 +11,6 @@ check_PROGRAMS += test/gtest/dev/test_verbs
 TESTS          += test/gtest/dev/test_verbs
 test_gtest_dev_test_verbs_SOURCES = test/gtest/dev/test_verbs.cc
 test_gtest_dev_test_verbs_LDADD   = src/dev/libtm_dev.la \
+                                    src/matcher/libtm_matcher.la \
                                     test/gtest/libgtest_main.la $(GTEST_LIBS)
 endif

@@ -6,5 +6,6 @@ TESTS          += test/gtest/dev/test_soft
 test_gtest_dev_test_soft_SOURCES = test/gtest/dev/test_soft.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
+	src/matcher/libtm_matcher.la \
 	test/gtest/libgtest_main.la \
 	$(GTEST_LIBS)

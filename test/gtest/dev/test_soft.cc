@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <string>
@@ -1306,7 +1307,7 @@ TEST(soft_keys, wrong_key_touches_nothing)
                                        IBV_ACCESS_REMOTE_READ |
                                        IBV_ACCESS_REMOTE_WRITE, &mr));
             r.extra_mrs.push_back(mr);
-            *rkey = mr->rkey ^ 0x10000;          /* other generation */
+            *rkey = mr->rkey ^ (1u << 20);       /* other generation */
         }, write);
         check_bad_key([](node &r, char *remote, uint64_t *addr, uint32_t *rkey) {
             *rkey = 0x12345;                     /* never registered */
@@ -1326,6 +1327,44 @@ TEST(soft_keys, stale_key_touches_nothing)
             ASSERT_EQ(0, tm_dev_dereg_mr(mr));
         }, write);
     }
+}
+
+/* UCP registers every receive buffer it offloads: deep MPI receive queues
+ * hold far more than 64k regions at once, each with its own valid key */
+TEST(soft_keys, more_than_64k_live_regions)
+{
+    const unsigned count = 100000;
+    std::vector<tm_dev_mr_t*> mrs(count);
+    std::vector<char> buf(count);
+    tm_dev_info_t info;
+    tm_dev_attr_t attr = {};
+    tm_dev_t *dev;
+
+    ASSERT_EQ(0, tm_dev_find("soft", &info));
+    ASSERT_EQ(0, tm_dev_open(&info, &attr, &dev));
+    std::vector<uint32_t> keys;
+    for (unsigned i = 0; i < count; ++i) {
+        ASSERT_EQ(0, tm_dev_reg_mr(dev, &buf[i], 1, IBV_ACCESS_LOCAL_WRITE,
+                                   &mrs[i])) << "region " << i;
+        keys.push_back(mrs[i]->lkey);
+    }
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(keys.end(), std::adjacent_find(keys.begin(), keys.end()));
+
+    /* freed slots come back only after many others: a key just freed is not
+     * handed out again by the next registrations */
+    uint32_t stale = mrs[0]->lkey;
+    ASSERT_EQ(0, tm_dev_dereg_mr(mrs[0]));
+    for (unsigned i = 0; i < 1000; ++i) {
+        ASSERT_EQ(0, tm_dev_dereg_mr(mrs[i + 1]));
+        ASSERT_EQ(0, tm_dev_reg_mr(dev, &buf[i], 1, IBV_ACCESS_LOCAL_WRITE,
+                                   &mrs[i + 1]));
+        EXPECT_NE(stale & 0xfffff, mrs[i + 1]->lkey & 0xfffff);
+    }
+    for (unsigned i = 1; i < count; ++i) {
+        ASSERT_EQ(0, tm_dev_dereg_mr(mrs[i]));
+    }
+    tm_dev_close(dev);
 }
 
 TEST(soft_keys, out_of_range_touches_nothing)
