@@ -60,6 +60,30 @@ static void uct_rc_tm_tx_op_done(uct_rc_tm_tx_op_t *op, ucs_status_t status)
     uct_rc_tm_tx_op_release(op);
 }
 
+/* Send resources and an op record (with its registered buffer) for one
+ * send that completes through handler */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_ep_get_op(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_cb_t handler,
+                    uct_completion_t *comp, uct_rc_tm_tx_op_t **op_p)
+{
+    ucs_status_t status = uct_rc_tm_ep_check_resources(ep);
+    uct_rc_tm_tx_op_t *op;
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    op = uct_rc_tm_iface_get_tx_op(uct_rc_tm_ep_iface(ep));
+    if (ucs_unlikely(op == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    op->handler = handler;
+    op->comp    = comp;
+    *op_p       = op;
+    return UCS_OK;
+}
+
 static void uct_rc_tm_tx_op_get_bcopy_done(uct_rc_tm_tx_op_t *op,
                                            ucs_status_t status)
 {
@@ -211,20 +235,14 @@ static ssize_t uct_rc_tm_ep_send_bcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op,
                                        uct_pack_callback_t pack_cb, void *arg,
                                        size_t max_length)
 {
-    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     uct_rc_tm_tx_op_t *op;
     struct ibv_tmh *tmh;
     ucs_status_t status;
     size_t length;
 
-    status = uct_rc_tm_ep_check_resources(ep);
+    status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_done, NULL, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    op = uct_rc_tm_iface_get_tx_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     tmh    = (struct ibv_tmh*)(op + 1);
@@ -237,8 +255,6 @@ static ssize_t uct_rc_tm_ep_send_bcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op,
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
-    op->handler = uct_rc_tm_tx_op_done;
-    op->comp    = NULL;
     status = uct_rc_tm_ep_send_sge(ep, with_imm ? IBV_WR_SEND_WITH_IMM :
                                                   IBV_WR_SEND,
                                    tmh, UCT_RC_TM_TMH_LEN + length,
@@ -258,21 +274,15 @@ uct_rc_tm_ep_send_zcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op, uint32_t app_ctx,
                         const void *header, unsigned header_length,
                         const uct_iov_t *iov, uct_completion_t *comp)
 {
-    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     struct ibv_sge sge[2];
     struct ibv_send_wr wr;
     uct_rc_tm_tx_op_t *op;
     struct ibv_tmh *tmh;
     ucs_status_t status;
 
-    status = uct_rc_tm_ep_check_resources(ep);
+    status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_done, comp, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    op = uct_rc_tm_iface_get_tx_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     tmh = (struct ibv_tmh*)(op + 1);
@@ -291,9 +301,7 @@ uct_rc_tm_ep_send_zcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op, uint32_t app_ctx,
     wr.send_flags = 0;
     wr.imm_data   = htobe32((uint32_t)imm);
 
-    op->handler = uct_rc_tm_tx_op_done;
-    op->comp    = comp;
-    status      = uct_rc_tm_ep_post(ep, &wr, op);
+    status        = uct_rc_tm_ep_post(ep, &wr, op);
     if (ucs_unlikely(status != UCS_OK)) {
         uct_rc_tm_tx_op_release(op);
         return status;
@@ -400,24 +408,16 @@ ssize_t uct_rc_tm_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                uct_rkey_t rkey)
 {
     uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     uct_rc_tm_tx_op_t *op;
     ucs_status_t status;
     size_t length;
 
-    status = uct_rc_tm_ep_check_resources(ep);
+    status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_done, NULL, &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    op = uct_rc_tm_iface_get_tx_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
     length      = pack_cb(op + 1, arg);
-    op->handler = uct_rc_tm_tx_op_done;
-    op->comp    = NULL;
     status      = uct_rc_tm_ep_send_sge(ep, IBV_WR_RDMA_WRITE, op + 1, length,
                                         uct_rc_tm_tx_op_lkey(op), 0, 0,
                                         remote_addr, rkey, op);
@@ -498,18 +498,12 @@ ucs_status_t uct_rc_tm_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
-    status = uct_rc_tm_ep_check_resources(ep);
+    status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_get_bcopy_done, comp,
+                                 &op);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    op = uct_rc_tm_iface_get_tx_op(iface);
-    if (ucs_unlikely(op == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    op->handler    = uct_rc_tm_tx_op_get_bcopy_done;
-    op->comp       = comp;
     op->unpack_cb  = unpack_cb;
     op->unpack_arg = arg;
     op->length     = length;
