@@ -780,6 +780,7 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
 {
     int with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
     tm_matcher_entry_t *entry;
+    ucs_status_t status;
     uint64_t imm;
 
     if (tmh->opcode == IBV_TMH_FIN) {
@@ -808,13 +809,22 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
     entry = tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
     if (ucs_unlikely(entry != NULL)) {
         uct_rc_tm_tag_sw_match(iface, entry->arg, wc, tmh, imm, with_imm);
-        return UCS_OK;
+        status = UCS_OK;
+    } else if (tmh->opcode == IBV_TMH_EAGER) {
+        status = uct_rc_tm_tag_unexp_eager(iface, wc, tmh, imm, with_imm);
+    } else {
+        status = uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
     }
 
-    if (tmh->opcode == IBV_TMH_EAGER) {
-        return uct_rc_tm_tag_unexp_eager(iface, wc, tmh, imm, with_imm);
+    /* The device is out of phase and asks for the count.  A list operation
+     * in flight brings it, or asks again when it completes; with none,
+     * nothing would ever bring the device back in phase.  Posted after the
+     * DEL of a receive won above, as every operation is. */
+    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ) &&
+        (iface->tm.ops_in_flight == 0)) {
+        uct_rc_tm_tag_post_sync(iface);
     }
-    return uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
+    return status;
 }
 
 

@@ -27,6 +27,10 @@ static ucs_status_t unexp_eager(void *arg, void *data, size_t length,
     entity *e = static_cast<entity*>(arg);
     unexpected_msg msg = {};
 
+    if (e->on_eager) {
+        return e->on_eager(data, length, flags, stag, imm);
+    }
+
     msg.rndv  = false;
     msg.tag   = stag;
     msg.imm   = imm;
@@ -43,6 +47,11 @@ static ucs_status_t unexp_rndv(void *arg, unsigned flags, uint64_t stag,
 {
     entity *e = static_cast<entity*>(arg);
     unexpected_msg msg = {};
+
+    if (e->on_rndv) {
+        return e->on_rndv(flags, stag, header, header_length, remote_addr,
+                          length, rkey_buf);
+    }
 
     msg.rndv        = true;
     msg.tag         = stag;

@@ -56,6 +56,15 @@ struct entity {
     std::vector<std::vector<char>> am_received;
     std::vector<void*>           am_kept;     /* descriptors held (DESC) */
     bool                         keep_am = false;
+
+    /* When set, unexpected tagged messages go here instead of `unexpected`
+     * (a test playing UCP's role reacts inside the callback, as UCP does) */
+    std::function<ucs_status_t(void *data, size_t length, unsigned flags,
+                               uint64_t stag, uint64_t imm)> on_eager;
+    std::function<ucs_status_t(unsigned flags, uint64_t stag,
+                               const void *header, unsigned header_length,
+                               uint64_t remote_addr, size_t length,
+                               const void *rkey_buf)>        on_rndv;
 };
 
 /* A registered buffer */

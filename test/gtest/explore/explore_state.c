@@ -1,0 +1,323 @@
+/*
+ * Canonical receive-side state of rc_tm over the software device
+ * (explore_state.h).  Receives are named by the harness's number, messages
+ * in untagged buffers by the number in their payload, device entries by the
+ * receive they hold; counts are relative to the schedule's start.
+ */
+#include "explore_state.h"
+
+#include <uct/rc_tm/rc_tm_iface.h>
+#include <uct/rc_tm/rc_tm_ep.h>
+#include <dev/soft/soft_dev.h>
+
+#include <string.h>
+
+#define STATE_UNKNOWN  0xffffu
+#define STATE_MAX_MSGS 16u     /* more messages than any scenario sends */
+
+typedef struct {
+    const rc_tm_explore_state_args_t *args;
+    uct_rc_tm_iface_t                *iface;
+    soft_srq_t                       *srq;
+    uint64_t                         *words;
+    size_t                           max, count;
+    int                              failed;
+} state_t;
+
+static void put(state_t *s, uint64_t word)
+{
+    if (s->count < s->max) {
+        s->words[s->count] = word;
+    } else {
+        s->failed = 1;
+    }
+    ++s->count;
+}
+
+/* Section marker: keeps variable-length parts from running together */
+static void mark(state_t *s, char what)
+{
+    put(s, 0xfeed000000000000ull | (uint8_t)what);
+}
+
+/* The harness's number of a live receive */
+static unsigned recv_id(state_t *s, const uct_rc_tm_recv_t *recv)
+{
+    unsigned i;
+
+    if (recv == NULL) {
+        return STATE_UNKNOWN - 1;
+    }
+    for (i = 0; i < s->args->num_recvs; ++i) {
+        if (recv->ctx == s->args->recv_ctx[i]) {
+            return i;
+        }
+    }
+    s->failed = 1;
+    return STATE_UNKNOWN;
+}
+
+static unsigned recv_id_of(state_t *s, uint64_t wr_id)
+{
+    return recv_id(s, (const uct_rc_tm_recv_t*)(uintptr_t)wr_id);
+}
+
+/* What a device handle names now: the entry's state, or stale */
+static unsigned handle_state(state_t *s, uint32_t index, uint32_t gen)
+{
+    if ((index >= s->srq->max_tags) || (s->srq->tags[index].gen != gen)) {
+        return 0xff;
+    }
+    return s->srq->tags[index].state;
+}
+
+static unsigned conn_index(state_t *s, const soft_conn_t *conn)
+{
+    unsigned i;
+
+    for (i = 0; i < s->args->num_eps; ++i) {
+        const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
+                                                  uct_rc_tm_ep_t);
+        if (ep->conn == &conn->super) {
+            return i;
+        }
+    }
+    return STATE_UNKNOWN;
+}
+
+/* The message in an untagged buffer: TMH opcode and the number its payload
+ * (or rendezvous user header) starts with */
+static uint64_t rx_message(state_t *s, uint64_t wr_id)
+{
+    const struct ibv_tmh *tmh = UCS_PTR_BYTE_OFFSET((uintptr_t)wr_id,
+                                                    s->iface->rx.msg_offset);
+    size_t offset = (tmh->opcode == IBV_TMH_RNDV) ?
+                    sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh) :
+                    sizeof(struct ibv_tmh);
+    uint32_t hdr[2];
+
+    memcpy(hdr, UCS_PTR_BYTE_OFFSET(tmh, offset), sizeof(hdr));
+    return ((uint64_t)tmh->opcode << 32) | hdr[1];
+}
+
+static void put_device(state_t *s)
+{
+    soft_srq_t *srq = s->srq;
+    soft_cq_t *cq   = srq->cq;
+    uint32_t base   = s->args->base_unexp;
+    unsigned i, free_count = 0, dead = 0;
+    soft_list_t *it;
+
+    mark(s, 'D');
+    put(s, srq->in_phase);
+    put(s, srq->hw_unexp - base);
+    put(s, srq->tags_used);
+    /* untagged buffers: refilled up to the SRQ depth a batch at a time, so
+     * the count drifts; only whether an arrival can find one matters, and
+     * no scenario sends more than STATE_MAX_MSGS messages */
+    put(s, ucs_min(srq->rbuf_tail - srq->rbuf_head, STATE_MAX_MSGS));
+
+    /* the matching list, in add order */
+    mark(s, 'L');
+    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
+        soft_tag_t *tag = soft_container_of(it, soft_tag_t, link);
+        put(s, ((uint64_t)recv_id_of(s, tag->recv_wr_id) << 32) |
+               ((tag->add_seq < srq->match_barrier) << 16) |
+               srq->tag_refs[tag - srq->tags]);
+    }
+    for (i = 0; i < srq->max_tags; ++i) {
+        free_count += (srq->tags[i].state == SOFT_TAG_FREE);
+        dead       += (srq->tags[i].state == SOFT_TAG_DEAD);
+    }
+    put(s, free_count);
+    put(s, dead);
+
+    /* pending list operations, oldest first */
+    mark(s, 'O');
+    for (i = srq->op_head; i != srq->op_tail; ++i) {
+        const soft_op_t *op = &srq->ops[i % srq->max_ops];
+        put(s, ((uint64_t)op->opcode << 48) | ((uint64_t)op->flags << 40) |
+               ((uint64_t)(op->unexpected_cnt - base) << 8) |
+               ((op->opcode == IBV_WR_TAG_DEL) ?
+                handle_state(s, op->index, op->gen) : 0));
+        put(s, (op->opcode == IBV_WR_TAG_SYNC) ? 0 :
+               recv_id_of(s, op->wr_id));
+    }
+
+    /* second halves of matches */
+    mark(s, 'X');
+    for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
+        const soft_xfer_t *x = &srq->xfers[i & srq->xfer_mask];
+        put(s, ((uint64_t)recv_id_of(s, x->recv_wr_id) << 32) |
+               ((uint64_t)x->rndv << 31) | x->byte_len);
+        put(s, (x->conn != NULL) ? conn_index(s, x->conn) : STATE_UNKNOWN);
+    }
+
+    /* completions software has not read */
+    mark(s, 'C');
+    for (i = cq->head; i != cq->tail; ++i) {
+        const tm_dev_wc_t *wc = &cq->wc[i & (cq->depth - 1)];
+        put(s, ((uint64_t)wc->opcode << 48) | ((uint64_t)wc->status << 40) |
+               ((uint64_t)wc->wc_flags << 8));
+        /* priv is a rendezvous' sender operation (its generation grows
+         * from schedule to schedule) unless it carries immediate data */
+        put(s, ((uint64_t)wc->byte_len << 32) |
+               ((wc->wc_flags & IBV_WC_WITH_IMM) ? wc->tm_info.priv : 0));
+        put(s, wc->tm_info.tag);
+        switch (wc->opcode) {
+        case IBV_WC_RECV:
+        case IBV_WC_TM_NO_TAG:
+            put(s, (wc->status == IBV_WC_SUCCESS) ?
+                   rx_message(s, wc->wr_id) : STATE_UNKNOWN);
+            break;
+        case IBV_WC_TM_SYNC:
+            put(s, 0);
+            break;
+        case IBV_WC_TM_ADD:
+        case IBV_WC_TM_DEL:
+        case IBV_WC_TM_RECV:
+            put(s, recv_id_of(s, wc->wr_id));
+            break;
+        default:
+            s->failed = 1;     /* sends do not complete on this CQ here */
+            break;
+        }
+    }
+
+    /* messages still waiting on each connection */
+    mark(s, 'R');
+    for (i = 0; i < s->args->num_eps; ++i) {
+        const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
+                                                  uct_rc_tm_ep_t);
+        const soft_conn_t *conn  = soft_container_of(ep->conn, soft_conn_t,
+                                                     super);
+        put(s, ((uint64_t)conn->state << 32) |
+               tm_soft_pending_arrivals(ep->conn));
+    }
+}
+
+static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
+{
+    put(s, ((uint64_t)recv_id(s, recv) << 48) | ((uint64_t)recv->flags << 16) |
+           recv->refs);
+    put(s, (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) ?
+           handle_state(s, recv->handle & SOFT_MAX_NUM_TAGS_LIMIT,
+                        recv->handle >> SOFT_TAG_INDEX_BITS) : 0xfe);
+}
+
+static void put_transport(state_t *s)
+{
+    uct_rc_tm_iface_t *iface = s->iface;
+    tm_matcher_link_t *link;
+    uct_rc_tm_recv_t *recv;
+    ucs_queue_iter_t iter;
+    unsigned i;
+
+    mark(s, 'T');
+    put(s, iface->tm.num_tags);
+    put(s, iface->tm.num_sw);
+    put(s, iface->tm.ops_in_flight);
+    put(s, iface->tm.unexpected_cnt - s->args->base_unexp);
+    put(s, iface->tm.sync_pending);
+    put(s, ucs_min(iface->rx.posted, STATE_MAX_MSGS));
+
+    /* every posted receive, in posting order, with its state */
+    mark(s, 'M');
+    for (link = iface->tm.matcher.order.next;
+         link != &iface->tm.matcher.order; link = link->next) {
+        tm_matcher_entry_t *e = ucs_container_of(link, tm_matcher_entry_t,
+                                                 order);
+        put_recv(s, (const uct_rc_tm_recv_t*)e->arg);
+    }
+    mark(s, 'S');
+    ucs_list_for_each(recv, &iface->tm.sw_list, sw_list) {
+        put(s, recv_id(s, recv));
+    }
+    /* receives no longer posted but still alive are named by the queues,
+     * the device entries and operations (refs) above and below */
+    mark(s, 'Q');
+    ucs_queue_for_each_safe(recv, iter, &iface->tm.del_queue, queue) {
+        put_recv(s, recv);
+    }
+    mark(s, 'K');
+    ucs_queue_for_each_safe(recv, iter, &iface->tm.cancel_queue, queue) {
+        put_recv(s, recv);
+    }
+
+    /* operations of the receive side waiting for a send completion: software
+     * rendezvous reads (their receive) and gets */
+    mark(s, 'E');
+    for (i = 0; i < s->args->num_eps; ++i) {
+        uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i], uct_rc_tm_ep_t);
+        uct_rc_tm_tx_op_t *op;
+
+        put(s, ep->status);
+        ucs_queue_for_each_safe(op, iter, &ep->tx_ops, queue) {
+            put(s, (op->comp != NULL) ? STATE_UNKNOWN - 2 :
+                   (uint64_t)recv_id(s, op->recv));
+        }
+    }
+}
+
+/* Live receives that only the device or an operation still names: their
+ * flags and references */
+static void put_device_recvs(state_t *s)
+{
+    soft_srq_t *srq = s->srq;
+    soft_list_t *it;
+    unsigned i;
+
+    mark(s, 'd');
+    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
+        soft_tag_t *tag = soft_container_of(it, soft_tag_t, link);
+        put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)tag->recv_wr_id);
+    }
+    for (i = srq->op_head; i != srq->op_tail; ++i) {
+        const soft_op_t *op = &srq->ops[i % srq->max_ops];
+        if (op->opcode != IBV_WR_TAG_SYNC) {
+            put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)op->wr_id);
+        }
+    }
+    for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
+        put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)
+                    srq->xfers[i & srq->xfer_mask].recv_wr_id);
+    }
+}
+
+size_t rc_tm_explore_state(const rc_tm_explore_state_args_t *args,
+                           uint64_t *words, size_t max)
+{
+    state_t s;
+
+    s.args   = args;
+    s.iface  = ucs_derived_of(args->iface, uct_rc_tm_iface_t);
+    s.srq    = soft_container_of(s.iface->srq, soft_srq_t, super);
+    s.words  = words;
+    s.max    = max;
+    s.count  = 0;
+    s.failed = !tm_soft_is_soft(s.iface->dev);
+    if (s.failed) {
+        return 0;
+    }
+
+    put_device(&s);
+    put_transport(&s);
+    put_device_recvs(&s);
+    return s.failed ? 0 : s.count;
+}
+
+unsigned rc_tm_explore_tx_outstanding(const uct_ep_h *eps, unsigned num_eps)
+{
+    unsigned i, count = 0;
+
+    for (i = 0; i < num_eps; ++i) {
+        count += ucs_queue_length(&ucs_derived_of(eps[i],
+                                                  uct_rc_tm_ep_t)->tx_ops);
+    }
+    return count;
+}
+
+uint32_t rc_tm_explore_sw_unexpected(uct_iface_h iface)
+{
+    return ucs_derived_of(iface, uct_rc_tm_iface_t)->tm.unexpected_cnt;
+}

@@ -1,0 +1,96 @@
+/*
+ * Interleavings the explorer found handled wrongly, replayed step by step
+ * at the UCT level (the software device in MANUAL mode).
+ */
+#include "../uct/uct_fixture.h"
+
+#include <dev/soft/soft_dev_test.h>
+
+#include <cstring>
+
+extern "C" void uct_rc_tm_iface_device(uct_iface_h iface, tm_dev_t **dev_p,
+                                       tm_dev_srq_t **srq_p);
+
+using namespace rc_tm_test;
+
+namespace {
+
+class rc_tm_regression : public uct_fixture {
+protected:
+    void open_manual()
+    {
+        tm_dev_t *dev;
+
+        open();
+        ASSERT_FALSE(HasFatalFailure());
+        uct_rc_tm_iface_device(m_receiver.iface, &dev, &m_srq);
+        ASSERT_TRUE(tm_soft_is_soft(dev));
+        tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+    }
+
+    static size_t pack(void *dest, void *arg)
+    {
+        memcpy(dest, arg, 16);
+        return 16;
+    }
+
+    void send(uint64_t tag)
+    {
+        char data[16] = {};
+        ASSERT_EQ(16, uct_ep_tag_eager_bcopy(m_sender.eps.at(0), tag, 0, pack,
+                                             data, 0));
+    }
+
+    /* The device judges the next message of the (only) connection */
+    void step_arrival()
+    {
+        tm_soft_event_t ev[8];
+        unsigned n = tm_soft_events(m_srq, ev, 8);
+
+        for (unsigned i = 0; i < n; ++i) {
+            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
+                ASSERT_EQ(0, tm_soft_step(m_srq, &ev[i]));
+                return;
+            }
+        }
+        FAIL() << "no message waiting";
+    }
+
+    tm_dev_srq_t *m_srq = nullptr;
+};
+
+} // namespace
+
+/* Explorer schedule U,O,A0,A0,P of seed_race: m1 is the last message the
+ * device judges unexpected, so it is out of phase and m1's completion asks
+ * for the count (IBV_WC_TM_SYNC_REQ).  rc_tm answered that flag only on
+ * list-operation and tagged completions, so with no list operation to
+ * follow the device stayed out of phase for good. */
+TEST_F(rc_tm_regression, sync_request_of_an_unexpected_message_is_answered)
+{
+    open_manual();
+    mapped_buffer buf(m_component, m_md, 256, 0);
+    uct_iov_t iov = buf.iov(256);
+    tag_recv r0;
+
+    ASSERT_EQ(UCS_OK, uct_iface_tag_recv_zcopy(m_receiver.iface, 7, UINT64_MAX,
+                                               &iov, 1, &r0.ctx));
+    ASSERT_EQ(0, tm_soft_step_op(m_srq));         /* the ADD */
+    send(7);
+    send(7);
+    step_arrival();                                /* m0 matches r0 */
+    step_arrival();                                /* m1: unexpected */
+    EXPECT_FALSE(tm_soft_in_phase(m_srq));
+
+    uct_iface_progress(m_receiver.iface);
+    EXPECT_EQ(1, r0.completed);
+    ASSERT_EQ(1u, m_receiver.unexpected.size());
+
+    /* software answered with its count: back in phase once it is processed */
+    ASSERT_EQ(1u, tm_soft_pending_ops(m_srq));
+    ASSERT_EQ(0, tm_soft_step_op(m_srq));
+    EXPECT_TRUE(tm_soft_in_phase(m_srq));
+    EXPECT_EQ(1u, tm_soft_hw_unexp(m_srq));
+    uct_iface_progress(m_receiver.iface);
+    EXPECT_EQ(0u, tm_soft_pending_ops(m_srq)) << "no further SYNC";
+}
