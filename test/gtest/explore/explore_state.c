@@ -106,7 +106,7 @@ static void put_device(state_t *s)
     soft_cq_t *cq   = srq->cq;
     uint32_t base   = s->args->base_unexp;
     unsigned i, free_count = 0, dead = 0;
-    soft_list_t *it;
+    tm_matcher_entry_t *e, *next;
 
     mark(s, 'D');
     put(s, srq->in_phase);
@@ -119,10 +119,10 @@ static void put_device(state_t *s)
 
     /* the matching list, in add order */
     mark(s, 'L');
-    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
-        soft_tag_t *tag = soft_container_of(it, soft_tag_t, link);
+    tm_matcher_for_each(&srq->listed, e, next) {
+        soft_tag_t *tag = e->arg;
         put(s, ((uint64_t)recv_id_of(s, tag->recv_wr_id) << 32) |
-               ((tag->add_seq < srq->match_barrier) << 16) |
+               ((e->seq < srq->match_barrier) << 16) |
                srq->tag_refs[tag - srq->tags]);
     }
     for (i = 0; i < srq->max_tags; ++i) {
@@ -264,12 +264,12 @@ static void put_transport(state_t *s)
 static void put_device_recvs(state_t *s)
 {
     soft_srq_t *srq = s->srq;
-    soft_list_t *it;
+    tm_matcher_entry_t *e, *next;
     unsigned i;
 
     mark(s, 'd');
-    for (it = srq->tag_list.next; it != &srq->tag_list; it = it->next) {
-        soft_tag_t *tag = soft_container_of(it, soft_tag_t, link);
+    tm_matcher_for_each(&srq->listed, e, next) {
+        soft_tag_t *tag = e->arg;
         put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)tag->recv_wr_id);
     }
     for (i = srq->op_head; i != srq->op_tail; ++i) {
