@@ -270,6 +270,10 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     } else if (ucs_unlikely(n < 0)) {
         ucs_error("rc_tm: polling receive completions failed: %s",
                   strerror(-n));
+    } else if (ucs_unlikely(iface->rx.posted == 0)) {
+        /* The user held every buffer (UCX_RC_TM_RX_MAX_BUFS): no message
+         * can arrive to trigger the refill, so take back what was returned */
+        uct_rc_tm_iface_post_rx(iface);
     }
 
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.cancel_queue))) {
