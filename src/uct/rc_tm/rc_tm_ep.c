@@ -139,8 +139,10 @@ static UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
             UCS_LOG_LEVEL_ERROR, "rc_tm: ep %p qp 0x%x failed: %s", ep,
             ep->qp_num, ibv_wc_status_str(wc_status));
     ep->status = status;
-    /* Everything still queued completes with the error */
+    /* Everything still queued completes with the error, and so do the
+     * rendezvous sends waiting for this peer's FIN */
     uct_rc_tm_ep_complete_ops(ep, UINT64_MAX, status);
+    uct_rc_tm_tag_rndv_ops_purge(iface, ep, status);
     uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
 }
 
@@ -637,6 +639,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
 
     iface->tm.rndv_free = op->next_free;
     op->comp            = comp;
+    op->ep              = ep;
     ++iface->tm.rndv_in_flight;
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_TX_RNDV);
     return op;
@@ -778,6 +781,30 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+/* Is the peer still there?  A send makes the device watch it: a FIN naming
+ * no rendezvous, which the peer ignores.  A dead peer fails the connection
+ * (and so its operations, rendezvous sends waiting for FIN included) and
+ * reaches the error handler; nothing is reported for a live one. */
+ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    struct ibv_tmh keepalive;
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+
+    if ((ep->status != UCS_OK) || (ep->posted_sn != ep->acked_sn)) {
+        /* Failed already, or the device watches the peer for the sends in
+         * flight */
+        return UCS_OK;
+    }
+
+    uct_rc_tm_fill_tmh(&keepalive, IBV_TMH_FIN, UCT_RC_TM_KEEPALIVE_OP, 0);
+    status = uct_rc_tm_ep_send_inline(ep, &keepalive, sizeof(keepalive), 0, 0);
+    return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;
+}
+
 ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
@@ -857,6 +884,7 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface)
         uct_rc_tm_tx_op_release(op);
     }
     iface->tx.available += ep->posted_sn - ep->acked_sn;
+    uct_rc_tm_tag_rndv_ops_purge(iface, ep, UCS_OK);
 
     it = kh_get(uct_rc_tm_qpn, &iface->eps, ep->qp_num);
     if (it != kh_end(&iface->eps)) {

@@ -678,6 +678,30 @@ void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
     --iface->tm.rndv_in_flight;
 }
 
+/* Rendezvous sends whose FIN would come from ep's peer: when the connection
+ * failed none will, so they complete with its error; when the endpoint is
+ * destroyed (status UCS_OK) they go without a callback, as UCT allows */
+void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
+                                  uct_rc_tm_ep_t *ep, ucs_status_t status)
+{
+    uct_rc_tm_rndv_op_t *op;
+    uct_completion_t *comp;
+    unsigned i;
+
+    for (i = 0; (i < iface->config.rndv_queue_len) &&
+                (iface->tm.rndv_in_flight > 0); ++i) {
+        op = &iface->tm.rndv_ops[i];
+        if ((op->comp == NULL) || (op->ep != ep)) {
+            continue;
+        }
+        comp = op->comp;
+        uct_rc_tm_tag_rndv_op_release(iface, op);
+        if (status != UCS_OK) {
+            uct_invoke_completion(comp, status);
+        }
+    }
+}
+
 static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
                                      const struct ibv_tmh *tmh)
 {
@@ -685,6 +709,10 @@ static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
     unsigned index   = app_ctx & UINT16_MAX;
     uct_rc_tm_rndv_op_t *op;
     uct_completion_t *comp;
+
+    if (app_ctx == UCT_RC_TM_KEEPALIVE_OP) {
+        return; /* a peer's endpoint check: its arrival was the answer */
+    }
 
     if ((index >= iface->config.rndv_queue_len) ||
         (iface->tm.rndv_ops[index].gen != (app_ctx >> 16)) ||
