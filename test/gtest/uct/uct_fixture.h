@@ -56,6 +56,7 @@ struct entity {
     std::vector<std::vector<char>> am_received;
     std::vector<void*>           am_kept;     /* descriptors held (DESC) */
     bool                         keep_am = false;
+    std::vector<ucs_status_t>    ep_errors;   /* the error handler's calls */
 };
 
 /* A registered buffer */
