@@ -279,7 +279,7 @@ uct_rc_tm_ep_send_zcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op, uint32_t app_ctx,
 
     tmh = (struct ibv_tmh*)(op + 1);
     uct_rc_tm_fill_tmh(tmh, tmh_op, app_ctx, tag);
-    memcpy(tmh + 1, header, header_length);
+    uct_rc_tm_copy(tmh + 1, header, header_length);
 
     sge[0].addr   = (uintptr_t)tmh;
     sge[0].length = UCT_RC_TM_TMH_LEN + header_length;
@@ -319,7 +319,8 @@ ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_NO_TAG, id, 0);
     memcpy(tmh + 1, &header, sizeof(header));
-    memcpy(UCS_PTR_BYTE_OFFSET(tmh + 1, sizeof(header)), payload, length);
+    uct_rc_tm_copy(UCS_PTR_BYTE_OFFSET(tmh + 1, sizeof(header)), payload,
+                   length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN +
                                              sizeof(header) + length, 0, 0);
 }
@@ -341,7 +342,7 @@ ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
             ucs_error("rc_tm: am_short_iov of more than %zu bytes", max);
             return UCS_ERR_INVALID_PARAM;
         }
-        memcpy(msg + length, iov[i].buffer, iov_length);
+        uct_rc_tm_copy(msg + length, iov[i].buffer, iov_length);
         length += iov_length;
     }
 
@@ -554,7 +555,7 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
                              sizeof(msg)), "tag_eager_short");
 
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    memcpy(msg + UCT_RC_TM_TMH_LEN, data, length);
+    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, data, length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + length, 0, 0);
 }
 
@@ -629,7 +630,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
     rvh->va   = htobe64((uintptr_t)iov->buffer);
     rvh->rkey = htobe32(((tm_dev_mr_t*)iov->memh)->rkey);
     rvh->len  = htobe32(length);
-    memcpy(rvh + 1, header, header_length);
+    uct_rc_tm_copy(rvh + 1, header, header_length);
 
     status = uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_RNDV_HDR_LEN +
                                                header_length, 0, 0);
@@ -672,7 +673,7 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
      * rendezvous request: eager sends carry immediate data only when it is
      * nonzero */
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    memcpy(msg + UCT_RC_TM_TMH_LEN, header, header_length);
+    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, header, header_length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + header_length,
                                     0, 1);
 }

@@ -278,6 +278,16 @@ uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
             &iface->rx.release_desc;
 }
 
+/* A copy of user data that may be empty: memcpy needs valid pointers even
+ * for no bytes, and users pass NULL with length 0 */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_copy(void *dest, const void *src, size_t length)
+{
+    if (length > 0) {
+        memcpy(dest, src, length);
+    }
+}
+
 static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_fill_tmh(struct ibv_tmh *tmh, uint8_t opcode, uint32_t app_ctx,
                    uint64_t tag)
