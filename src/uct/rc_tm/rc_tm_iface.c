@@ -312,7 +312,9 @@ static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
-                      UCT_IFACE_FLAG_EP_CHECK | UCT_IFACE_FLAG_CB_SYNC;
+                      UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_CB_SYNC;
 
     attr->cap.am.max_short       = ucs_min(iface->config.max_inline,
                                            iface->config.seg_size) -
