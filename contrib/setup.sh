@@ -136,8 +136,15 @@ run_check() {
     pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     fail=$(sed -n 's/^# FAIL: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     echo "tests: ${pass:-0} passed, ${fail:-0} failed"
+    print_stress_figures "$build"
     run_sanitizer_check || rc=$?
     return $rc
+}
+
+# The stress test's figures (seed, messages, time, rate) for the log
+print_stress_figures() {
+    sed -n 's/^\[stress\] \(seed [0-9]*: .*\)/stress: \1/p' \
+        "$1/test/gtest/stress/test_stress.log" 2>/dev/null || true
 }
 
 # The googletest programs once more, built with AddressSanitizer and
@@ -160,6 +167,7 @@ run_sanitizer_check() {
     pass=$(sed -n 's/^# PASS: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
     fail=$(sed -n 's/^# FAIL: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
     echo "tests under sanitizers: ${pass:-0} passed, ${fail:-0} failed"
+    print_stress_figures "$asan"
     return $rc
 }
 
