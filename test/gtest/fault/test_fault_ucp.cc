@@ -69,7 +69,8 @@ struct ucp_peer {
                   (write(fd, addr, len) == (ssize_t)len);
         ucp_worker_release_address(worker, addr);
         std::vector<char> peer(4096);
-        if (!ok || (read(fd, &peer_len, sizeof(peer_len)) != sizeof(peer_len)) ||
+        if (!ok ||
+            (read(fd, &peer_len, sizeof(peer_len)) != sizeof(peer_len)) ||
             (peer_len > peer.size()) ||
             (read(fd, peer.data(), peer_len) != (ssize_t)peer_len)) {
             return false;

@@ -831,9 +831,9 @@ void stress_peer::on_recv_done(recv_rec &rec, ucs_status_t status,
             message m = script_message(m_config.seed, f.id, seq);
             if ((info->sender_tag != make_tag(f.id, m.value)) ||
                 (info->length != m.size)) {
-                report("flow %u receive #%zu message %" PRIu64 ": tag 0x%" PRIx64
-                       " length %zu, sent 0x%" PRIx64 " length %zu", f.id,
-                       rec.index, seq, info->sender_tag, info->length,
+                report("flow %u receive #%zu message %" PRIu64 ": tag 0x%"
+                       PRIx64 " length %zu, sent 0x%" PRIx64 " length %zu",
+                       f.id, rec.index, seq, info->sender_tag, info->length,
                        make_tag(f.id, m.value), m.size);
             } else if (!payload_intact(rec.buf, m.size, m.key)) {
                 report("flow %u receive #%zu message %" PRIu64 ": payload "
