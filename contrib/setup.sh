@@ -4,7 +4,9 @@
 #
 #   contrib/setup.sh [build]    install deps, fetch UCX source, configure, build
 #   contrib/setup.sh demo       ... then show the module loaded into ucx_info
-#   contrib/setup.sh check      ... then run the whole test suite (make check)
+#   contrib/setup.sh check      ... then run the whole test suite (make check),
+#                               and the googletest programs once more built
+#                               with ASan and UBSan (build-asan/)
 #   contrib/setup.sh deps       only install deps and fetch the UCX source
 #
 # Every step leaves a stamp under $RC_TM_DEPS (default .deps/ in the tree), so
@@ -134,6 +136,38 @@ run_check() {
     pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     fail=$(sed -n 's/^# FAIL: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     echo "tests: ${pass:-0} passed, ${fail:-0} failed"
+    print_stress_figures "$build"
+    run_sanitizer_check || rc=$?
+    return $rc
+}
+
+# The stress test's figures (seed, messages, time, rate) for the log
+print_stress_figures() {
+    sed -n 's/^\[stress\] \(seed [0-9]*: .*\)/stress: \1/p' \
+        "$1/test/gtest/stress/test_stress.log" 2>/dev/null || true
+}
+
+# The googletest programs once more, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer in a build directory of their own
+# (RC_TM_BUILD_ASAN, default build-asan/): any report fails the run.
+run_sanitizer_check() {
+    local asan=${RC_TM_BUILD_ASAN:-$top/build-asan} srcdir rc=0
+    srcdir=$(cat "$deps/ucx-src.path")
+    mkdir -p "$asan"
+    if [ ! -f "$asan/config.status" ] || [ "$top/configure" -nt "$asan/config.status" ]; then
+        log "configure with sanitizers (build dir $asan)"
+        (cd "$asan" && "$top/configure" --with-ucx-src="$srcdir" \
+             --enable-sanitizers ${RC_TM_CONFIGURE_FLAGS:-})
+    fi
+    log "make check-gtest in $asan (AddressSanitizer, UndefinedBehaviorSanitizer)"
+    rm -f "$asan/test-suite.log"
+    make -C "$asan" -j"$(nproc)" >/dev/null &&
+        make -C "$asan" -j"$(nproc)" check-gtest || rc=$?
+    local pass fail
+    pass=$(sed -n 's/^# PASS: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
+    fail=$(sed -n 's/^# FAIL: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
+    echo "tests under sanitizers: ${pass:-0} passed, ${fail:-0} failed"
+    print_stress_figures "$asan"
     return $rc
 }
 

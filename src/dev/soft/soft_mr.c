@@ -199,6 +199,16 @@ int soft_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
     return 0;
 }
 
+/* Field by field: the structures' padding is not part of an address */
+static bool soft_dev_addr_equal(const soft_dev_addr_t *a,
+                                const soft_dev_addr_t *b)
+{
+    return (a->host_id == b->host_id) && (a->proc.pid == b->proc.pid) &&
+           (a->proc.uid == b->proc.uid) &&
+           (a->proc.start_time == b->proc.start_time) &&
+           (a->dev_seq == b->dev_seq);
+}
+
 /* Maps a peer device's segment (its registration table), shared by conns */
 int soft_peer_get(soft_dev_t *dev, const soft_dev_addr_t *addr,
                   soft_peer_t **peer_p)
@@ -210,7 +220,7 @@ int soft_peer_get(soft_dev_t *dev, const soft_dev_addr_t *addr,
 
     for (it = dev->peers.next; it != &dev->peers; it = it->next) {
         peer = soft_container_of(it, soft_peer_t, link);
-        if (!memcmp(&peer->addr, addr, sizeof(*addr))) {
+        if (soft_dev_addr_equal(&peer->addr, addr)) {
             ++peer->refcount;
             *peer_p = peer;
             return 0;

@@ -163,8 +163,10 @@ static UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
             UCS_LOG_LEVEL_ERROR, "rc_tm: ep %p qp 0x%x failed: %s", ep,
             ep->qp_num, ibv_wc_status_str(wc_status));
     ep->status = status;
-    /* Everything still queued completes with the error */
+    /* Everything still queued completes with the error, and so do the
+     * rendezvous sends waiting for this peer's FIN */
     uct_rc_tm_ep_complete_ops(ep, UINT64_MAX, status);
+    uct_rc_tm_tag_rndv_ops_purge(iface, ep, status);
     uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
 }
 
@@ -287,7 +289,7 @@ uct_rc_tm_ep_send_zcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op, uint32_t app_ctx,
 
     tmh = (struct ibv_tmh*)(op + 1);
     uct_rc_tm_fill_tmh(tmh, tmh_op, app_ctx, tag);
-    memcpy(tmh + 1, header, header_length);
+    uct_rc_tm_copy(tmh + 1, header, header_length);
 
     sge[0].addr   = (uintptr_t)tmh;
     sge[0].length = UCT_RC_TM_TMH_LEN + header_length;
@@ -325,7 +327,8 @@ ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_NO_TAG, id, 0);
     memcpy(tmh + 1, &header, sizeof(header));
-    memcpy(UCS_PTR_BYTE_OFFSET(tmh + 1, sizeof(header)), payload, length);
+    uct_rc_tm_copy(UCS_PTR_BYTE_OFFSET(tmh + 1, sizeof(header)), payload,
+                   length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN +
                                              sizeof(header) + length, 0, 0);
 }
@@ -347,7 +350,7 @@ ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
             ucs_error("rc_tm: am_short_iov of more than %zu bytes", max);
             return UCS_ERR_INVALID_PARAM;
         }
-        memcpy(msg + length, iov[i].buffer, iov_length);
+        uct_rc_tm_copy(msg + length, iov[i].buffer, iov_length);
         length += iov_length;
     }
 
@@ -546,7 +549,7 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
                              sizeof(msg)), "tag_eager_short");
 
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    memcpy(msg + UCT_RC_TM_TMH_LEN, data, length);
+    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, data, length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + length, 0, 0);
 }
 
@@ -621,7 +624,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
     rvh->va   = htobe64((uintptr_t)iov->buffer);
     rvh->rkey = htobe32(((tm_dev_mr_t*)iov->memh)->rkey);
     rvh->len  = htobe32(length);
-    memcpy(rvh + 1, header, header_length);
+    uct_rc_tm_copy(rvh + 1, header, header_length);
 
     status = uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_RNDV_HDR_LEN +
                                                header_length, 0, 0);
@@ -631,6 +634,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
 
     iface->tm.rndv_free = op->next_free;
     op->comp            = comp;
+    op->ep              = ep;
     ++iface->tm.rndv_in_flight;
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_TX_RNDV);
     return op;
@@ -663,7 +667,7 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
      * rendezvous request: eager sends carry immediate data only when it is
      * nonzero */
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    memcpy(msg + UCT_RC_TM_TMH_LEN, header, header_length);
+    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, header, header_length);
     return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + header_length,
                                     0, 1);
 }
@@ -772,6 +776,30 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+/* Is the peer still there?  A send makes the device watch it: a FIN naming
+ * no rendezvous, which the peer ignores.  A dead peer fails the connection
+ * (and so its operations, rendezvous sends waiting for FIN included) and
+ * reaches the error handler; nothing is reported for a live one. */
+ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp)
+{
+    uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    struct ibv_tmh keepalive;
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+
+    if ((ep->status != UCS_OK) || (ep->posted_sn != ep->acked_sn)) {
+        /* Failed already, or the device watches the peer for the sends in
+         * flight */
+        return UCS_OK;
+    }
+
+    uct_rc_tm_fill_tmh(&keepalive, IBV_TMH_FIN, UCT_RC_TM_KEEPALIVE_OP, 0);
+    status = uct_rc_tm_ep_send_inline(ep, &keepalive, sizeof(keepalive), 0, 0);
+    return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;
+}
+
 ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
@@ -851,6 +879,7 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface)
         uct_rc_tm_tx_op_release(op);
     }
     iface->tx.available += ep->posted_sn - ep->acked_sn;
+    uct_rc_tm_tag_rndv_ops_purge(iface, ep, UCS_OK);
 
     it = kh_get(uct_rc_tm_qpn, &iface->eps, ep->qp_num);
     if (it != kh_end(&iface->eps)) {

@@ -91,6 +91,8 @@ ucs_arbiter_cb_result_t uct_rc_tm_ep_process_pending(ucs_arbiter_t *arbiter,
 ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                uct_completion_t *comp);
 
 void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc);
 

@@ -270,6 +270,10 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     } else if (ucs_unlikely(n < 0)) {
         ucs_error("rc_tm: polling receive completions failed: %s",
                   strerror(-n));
+    } else if (ucs_unlikely(iface->rx.posted == 0)) {
+        /* The user held every buffer (UCX_RC_TM_RX_MAX_BUFS): no message
+         * can arrive to trigger the refill, so take back what was returned */
+        uct_rc_tm_iface_post_rx(iface);
     }
 
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.cancel_queue))) {
@@ -308,6 +312,8 @@ static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
+                      UCT_IFACE_FLAG_EP_CHECK |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                       UCT_IFACE_FLAG_CB_SYNC;
 
     attr->cap.am.max_short       = ucs_min(iface->config.max_inline,
@@ -394,15 +400,22 @@ static ucs_status_t uct_rc_tm_iface_flush(uct_iface_h tl_iface, unsigned flags,
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     ucs_status_t status = UCS_OK;
+    ucs_status_t ep_status;
     uct_rc_tm_ep_t *ep;
 
     if (comp != NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
 
+    /* A failed endpoint has nothing left to wait for: its error is the
+     * answer, as UCX's rc transports give it */
     kh_foreach_value(&iface->eps, ep, {
-        if (uct_rc_tm_ep_flush(&ep->super.super, 0, NULL) != UCS_OK) {
+        ep_status = uct_rc_tm_ep_flush(&ep->super.super, 0, NULL);
+        if ((ep_status == UCS_INPROGRESS) ||
+            (ep_status == UCS_ERR_NO_RESOURCE)) {
             status = UCS_INPROGRESS;
+        } else if (ep_status != UCS_OK) {
+            return ep_status;
         }
     });
 
@@ -516,6 +529,7 @@ static uct_iface_ops_t uct_rc_tm_iface_ops = {
     .ep_pending_purge         = uct_rc_tm_ep_pending_purge,
     .ep_flush                 = uct_rc_tm_ep_flush,
     .ep_fence                 = uct_rc_tm_ep_fence,
+    .ep_check                 = uct_rc_tm_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_rc_tm_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_rc_tm_ep_t),
     .ep_get_address           = uct_rc_tm_ep_get_address,

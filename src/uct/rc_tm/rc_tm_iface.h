@@ -141,9 +141,15 @@ typedef struct uct_rc_tm_recv {
 /* A rendezvous send waiting for FIN */
 typedef struct uct_rc_tm_rndv_op {
     uct_completion_t          *comp;    /* NULL: free or canceled */
+    uct_rc_tm_ep_t            *ep;      /* its FIN comes from this peer */
     uint16_t                  gen;      /* tells a late FIN from a new op */
     uint16_t                  next_free;
 } uct_rc_tm_rndv_op_t;
+
+/* The op id of a FIN that names no rendezvous: an endpoint check, whose
+ * send completion says the peer is still there (the table's indices stop
+ * below UINT16_MAX) */
+#define UCT_RC_TM_KEEPALIVE_OP     UINT32_MAX
 
 
 KHASH_MAP_INIT_INT(uct_rc_tm_qpn, uct_rc_tm_ep_t*);
@@ -236,6 +242,8 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         struct ibv_tmh *tmh);
 void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
                                    uct_rc_tm_rndv_op_t *op);
+void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
+                                  uct_rc_tm_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
                                             uct_tag_t tag, uct_tag_t tag_mask,
                                             const uct_iov_t *iov,
@@ -268,6 +276,16 @@ uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
 {
     uct_recv_desc(UCS_PTR_BYTE_OFFSET(payload, -(ptrdiff_t)iface->rx.headroom)) =
             &iface->rx.release_desc;
+}
+
+/* A copy of user data that may be empty: memcpy needs valid pointers even
+ * for no bytes, and users pass NULL with length 0 */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_copy(void *dest, const void *src, size_t length)
+{
+    if (length > 0) {
+        memcpy(dest, src, length);
+    }
 }
 
 static UCS_F_ALWAYS_INLINE void

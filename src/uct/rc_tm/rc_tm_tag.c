@@ -106,9 +106,10 @@ static UCS_F_ALWAYS_INLINE int uct_rc_tm_tag_ops_full(uct_rc_tm_iface_t *iface)
     return iface->tm.ops_in_flight >= iface->md->caps.tm.max_ops;
 }
 
+/* with_count: the operation may bring the device back in phase */
 static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
                                  enum ibv_ops_wr_opcode opcode,
-                                 uct_rc_tm_recv_t *recv)
+                                 uct_rc_tm_recv_t *recv, int with_count)
 {
     struct ibv_ops_wr wr = {}, *bad_wr;
     struct ibv_sge sge;
@@ -118,7 +119,8 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     wr.opcode            = opcode;
     wr.flags             = IBV_OPS_SIGNALED;
     wr.tm.unexpected_cnt = iface->tm.unexpected_cnt;
-    if (iface->config.sync_always || (opcode == IBV_WR_TAG_SYNC)) {
+    if (with_count &&
+        (iface->config.sync_always || (opcode == IBV_WR_TAG_SYNC))) {
         wr.flags |= IBV_OPS_TM_SYNC;
     }
 
@@ -151,7 +153,10 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
 }
 
 /* DELs go first: one for a receive software won must reach the device
- * before any operation that brings it back in phase */
+ * before any operation that brings it back in phase.  That includes the
+ * DELs queued ahead of it, so only the last queued DEL carries the count:
+ * the device does both operations of a DEL at once (count, then delete), but
+ * not two DELs. */
 static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
 {
     uct_rc_tm_recv_t *recv;
@@ -164,7 +169,9 @@ static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
 
         recv = ucs_queue_head_elem_non_empty(&iface->tm.del_queue,
                                              uct_rc_tm_recv_t, queue);
-        ret  = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_DEL, recv);
+        ret  = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_DEL, recv,
+                                     ucs_queue_is_tail(&iface->tm.del_queue,
+                                                       &recv->queue));
         if (ret != 0) {
             return ret;
         }
@@ -187,7 +194,7 @@ static int uct_rc_tm_tag_post_ordered(uct_rc_tm_iface_t *iface,
     if (uct_rc_tm_tag_ops_full(iface)) {
         return ENOMEM;
     }
-    return uct_rc_tm_tag_post_op(iface, opcode, recv);
+    return uct_rc_tm_tag_post_op(iface, opcode, recv, 1);
 }
 
 static void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
@@ -671,6 +678,30 @@ void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
     --iface->tm.rndv_in_flight;
 }
 
+/* Rendezvous sends whose FIN would come from ep's peer: when the connection
+ * failed none will, so they complete with its error; when the endpoint is
+ * destroyed (status UCS_OK) they go without a callback, as UCT allows */
+void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
+                                  uct_rc_tm_ep_t *ep, ucs_status_t status)
+{
+    uct_rc_tm_rndv_op_t *op;
+    uct_completion_t *comp;
+    unsigned i;
+
+    for (i = 0; (i < iface->config.rndv_queue_len) &&
+                (iface->tm.rndv_in_flight > 0); ++i) {
+        op = &iface->tm.rndv_ops[i];
+        if ((op->comp == NULL) || (op->ep != ep)) {
+            continue;
+        }
+        comp = op->comp;
+        uct_rc_tm_tag_rndv_op_release(iface, op);
+        if (status != UCS_OK) {
+            uct_invoke_completion(comp, status);
+        }
+    }
+}
+
 static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
                                      const struct ibv_tmh *tmh)
 {
@@ -678,6 +709,10 @@ static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
     unsigned index   = app_ctx & UINT16_MAX;
     uct_rc_tm_rndv_op_t *op;
     uct_completion_t *comp;
+
+    if (app_ctx == UCT_RC_TM_KEEPALIVE_OP) {
+        return; /* a peer's endpoint check: its arrival was the answer */
+    }
 
     if ((index >= iface->config.rndv_queue_len) ||
         (iface->tm.rndv_ops[index].gen != (app_ctx >> 16)) ||

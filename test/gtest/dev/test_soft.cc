@@ -2022,7 +2022,7 @@ TEST(soft_proc, leftover_shm_of_killed_process_is_reclaimed)
         memset(&attr, 0, sizeof(attr));
         n.open(attr);
         n.create_conn();
-        char prefix[128];
+        char prefix[128] = {};
         tm_soft_shm_prefix(prefix, sizeof(prefix));
         (void)write_all(pp.c2p[1], prefix, sizeof(prefix));
         pause();
@@ -2056,7 +2056,7 @@ TEST(soft_proc, shm_removed_at_exit)
         memset(&attr, 0, sizeof(attr));
         n.open(attr);
         n.create_conn();
-        char prefix[128];
+        char prefix[128] = {};
         tm_soft_shm_prefix(prefix, sizeof(prefix));
         (void)write_all(pp.c2p[1], prefix, sizeof(prefix));
         exit(0);                                 /* without closing */

@@ -4,10 +4,15 @@
  */
 #include "uct_fixture.h"
 
+#include <dev/soft/soft_dev_test.h>
+
 #include <cstring>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern "C" void uct_rc_tm_iface_device(uct_iface_h iface, tm_dev_t **dev_p,
+                                       tm_dev_srq_t **srq_p);
 
 using namespace rc_tm_test;
 
@@ -540,4 +545,66 @@ TEST_F(rc_tm_tag, message_before_receive_keeps_order)
     EXPECT_EQ(m1, m_receiver.unexpected[0].data);
     uct_iface_tag_recv_cancel(m_receiver.iface, &r2.ctx, 1);
     flush(m_receiver);
+}
+
+/* Software wins two device receives at once (both added while the device
+ * was out of phase) while list operations are full, so both DELs wait in a
+ * queue.  The first DEL must not bring the device back in phase: until the
+ * second one is done, its receive would be matchable again.  (Found by the
+ * stress test with a 4-deep SRQ, whose SYNC requests fill the operations.) */
+TEST_F(rc_tm_tag, queued_dels_keep_the_device_out_of_phase)
+{
+    open({{"LIST_MAX_OPS", "2"}});
+    tm_dev_t *dev;
+    tm_dev_srq_t *srq;
+    uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
+    ASSERT_TRUE(tm_soft_is_soft(dev));
+    tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+
+    auto step_arrival = [&]() {
+        tm_soft_event_t ev[8];
+        unsigned n = tm_soft_events(srq, ev, 8);
+        for (unsigned i = 0; i < n; ++i) {
+            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
+                return tm_soft_step(srq, &ev[i]);
+            }
+        }
+        return EAGAIN;
+    };
+
+    mapped_buffer b1(m_component, m_md, 4096, 0), b2(m_component, m_md, 4096, 0);
+    tag_recv r1, r2;
+    ASSERT_EQ(UCS_OK, post(r1, b1, 0xa1));        /* both ADDs wait: the */
+    ASSERT_EQ(UCS_OK, post(r2, b2, 0xb2));        /* operations are full */
+    std::vector<char> m1 = pattern(100, 1), m2 = pattern(100, 2),
+                      m3 = pattern(100, 3);
+    send_eager_bcopy(0xa1, m1);
+    send_eager_bcopy(0xb2, m2);
+    ASSERT_EQ(0, step_arrival());                 /* unexpected: out of phase */
+    ASSERT_EQ(0, step_arrival());
+    ASSERT_EQ(0, tm_soft_step_op(srq));           /* listed, not matchable */
+    ASSERT_EQ(0, tm_soft_step_op(srq));
+
+    /* Software gives m1 and m2 to the receives and takes both entries back */
+    ASSERT_TRUE(wait_for([&] {
+        return (r1.completed > 0) && (r2.completed > 0) &&
+               (tm_soft_pending_ops(srq) == 2);
+    }));
+    EXPECT_EQ(2u, counters(m_receiver)[SW_WON]);
+    EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
+
+    /* The first DEL done, a message for the second receive arrives */
+    ASSERT_EQ(0, tm_soft_step_op(srq));
+    send_eager_bcopy(0xb2, m3);
+    ASSERT_EQ(0, step_arrival());
+    ASSERT_EQ(0, tm_soft_step_op(srq));
+    tm_soft_set_mode(dev, TM_SOFT_MODE_AUTO);
+
+    ASSERT_TRUE(wait_for([&] { return !m_receiver.unexpected.empty(); }))
+            << "the device matched m3 to a receive software had completed";
+    EXPECT_EQ(m3, m_receiver.unexpected[0].data);
+    EXPECT_EQ(1, r2.completed);
+    EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
+    flush(m_receiver);
+    EXPECT_EQ(0u, tm_soft_listed_tags(srq));
 }

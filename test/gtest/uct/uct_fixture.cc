@@ -69,6 +69,7 @@ static ucs_status_t unexp_rndv(void *arg, unsigned flags, uint64_t stag,
 
 static ucs_status_t ep_error(void *arg, uct_ep_h ep, ucs_status_t status)
 {
+    static_cast<entity*>(arg)->ep_errors.push_back(status);
     return UCS_OK;
 }
 

@@ -65,6 +65,7 @@ struct entity {
                                const void *header, unsigned header_length,
                                uint64_t remote_addr, size_t length,
                                const void *rkey_buf)>        on_rndv;
+    std::vector<ucs_status_t>    ep_errors;   /* the error handler's calls */
 };
 
 /* A registered buffer */

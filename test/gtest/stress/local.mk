@@ -1,0 +1,23 @@
+# Randomized stress through UCP over rc_tm between two processes, every
+# outcome checked against a model of MPI matching (docs/testing.md).
+# RC_TM_STRESS_SEED=<n> reruns one traffic script, RC_TM_STRESS_MESSAGES=<n>
+# sets its length.
+check_LTLIBRARIES += test/gtest/stress/libucp_ifaces.la
+test_gtest_stress_libucp_ifaces_la_SOURCES  = test/gtest/stress/ucp_ifaces.c
+test_gtest_stress_libucp_ifaces_la_CPPFLAGS = \
+	$(AM_CPPFLAGS) $(UCX_INTERNAL_CPPFLAGS) $(UCX_CFLAGS)
+
+check_PROGRAMS += test/gtest/stress/test_stress
+TESTS          += test/gtest/stress/test_stress
+test_gtest_stress_test_stress_SOURCES = \
+	test/gtest/stress/mpi_model.h \
+	test/gtest/stress/ucp_stress.h \
+	test/gtest/stress/ucp_stress.cc \
+	test/gtest/stress/test_stress.cc
+test_gtest_stress_test_stress_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
+test_gtest_stress_test_stress_LDADD    = \
+	test/gtest/stress/libucp_ifaces.la \
+	src/uct/rc_tm/libuct_rc_tm.la \
+	test/gtest/libgtest_main.la \
+	$(UCX_LIBS) $(GTEST_LIBS)
+test_gtest_stress_test_stress_LDFLAGS  = -Wl,--no-as-needed
