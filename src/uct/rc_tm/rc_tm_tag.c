@@ -595,7 +595,10 @@ static void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
         return;
     }
 
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_EXP);
+    /* Our rendezvous requests carry a nonzero op id and no immediate data;
+     * eager messages without immediate data carry app_ctx 0 */
+    uct_rc_tm_stat(iface, (!with_imm && (wc->tm_info.priv != 0)) ?
+                          UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
     uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, imm,
                                 wc->byte_len, uct_rc_tm_tag_wc_status(wc));
 }
@@ -672,7 +675,9 @@ void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
                                    uct_rc_tm_rndv_op_t *op)
 {
     op->comp      = NULL;
-    op->gen      += 1;
+    /* a late FIN names the old generation; 0 is skipped so that an op id
+     * is never 0 (which tells a rendezvous from an eager message) */
+    op->gen       = (op->gen == UINT16_MAX) ? 1 : op->gen + 1;
     op->next_free = iface->tm.rndv_free;
     iface->tm.rndv_free = op - iface->tm.rndv_ops;
     --iface->tm.rndv_in_flight;
@@ -703,6 +708,7 @@ void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
 }
 
 static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
+                                     const tm_dev_wc_t *wc,
                                      const struct ibv_tmh *tmh)
 {
     uint32_t app_ctx = be32toh(tmh->app_ctx);
@@ -714,15 +720,21 @@ static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
         return; /* a peer's endpoint check: its arrival was the answer */
     }
 
-    if ((index >= iface->config.rndv_queue_len) ||
-        (iface->tm.rndv_ops[index].gen != (app_ctx >> 16)) ||
-        (iface->tm.rndv_ops[index].comp == NULL)) {
+    op = (index < iface->config.rndv_queue_len) ?
+         &iface->tm.rndv_ops[index] : NULL;
+    if ((op == NULL) || (op->gen != (app_ctx >> 16)) || (op->comp == NULL)) {
         ucs_debug("rc_tm: FIN for unknown or canceled rendezvous 0x%x",
                   app_ctx);
         return;
     }
 
-    op   = &iface->tm.rndv_ops[index];
+    /* only the peer the request went to may finish it */
+    if (op->ep != uct_rc_tm_iface_lookup_ep(iface, wc->qp_num)) {
+        ucs_error("rc_tm: dropped FIN for rendezvous 0x%x from qp 0x%x, "
+                  "which it was not sent to", app_ctx, wc->qp_num);
+        return;
+    }
+
     comp = op->comp;
     uct_rc_tm_tag_rndv_op_release(iface, op);
     uct_invoke_completion(comp, UCS_OK);
@@ -819,7 +831,7 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
     uint64_t imm;
 
     if (tmh->opcode == IBV_TMH_FIN) {
-        uct_rc_tm_tag_handle_fin(iface, tmh);
+        uct_rc_tm_tag_handle_fin(iface, wc, tmh);
         return UCS_OK;
     }
 
@@ -952,6 +964,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     }
 
     for (i = 0; i < iface->config.rndv_queue_len; ++i) {
+        iface->tm.rndv_ops[i].gen       = 1; /* op ids are never 0 */
         iface->tm.rndv_ops[i].next_free = (i + 1 < iface->config.rndv_queue_len) ?
                                           i + 1 : UCT_RC_TM_RNDV_OP_NONE;
     }

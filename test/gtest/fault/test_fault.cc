@@ -1070,8 +1070,10 @@ TEST_F(rc_tm_fault, rendezvous_longer_than_the_sender_registered)
     tm_dev_dereg_mr(mr);
 }
 
-/* FINs naming no rendezvous (an index past the table, a stale generation)
- * are ignored: the pending rendezvous is neither completed nor harmed */
+/* FINs naming no rendezvous (an index past the table, a generation not in
+ * use), and a FIN naming it but coming from another peer than the one the
+ * request went to, are ignored: the rendezvous is neither completed nor
+ * harmed */
 TEST_F(rc_tm_fault, fin_for_an_unknown_operation_is_ignored)
 {
     open();
@@ -1081,13 +1083,18 @@ TEST_F(rc_tm_fault, fin_for_an_unknown_operation_is_ignored)
     ASSERT_FALSE(UCS_PTR_IS_ERR(op));
     ASSERT_TRUE(wait_for([&] { return !m_receiver.unexpected.empty(); }));
 
-    /* The first rendezvous of an interface is slot 0, generation 0 */
+    /* The first rendezvous of an interface is slot 0, generation 1 */
+    const uint32_t op_id = 1u << 16;
     m_raw.open(m_sender.iface, m_sender.attr);
     std::string fin_rvh = rvh(sbuf.addr(), sbuf.rkey(), 65536);
+    log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 0xffff, fin_rvh)));
-    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 1u << 16, fin_rvh)));
+    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 2u << 16, fin_rvh)));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0, 0x7fffffff, "")));
+    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, op_id, fin_rvh)));
     ASSERT_TRUE(wait_for([&] { return m_raw.sends_done(); }));
+    ASSERT_TRUE(wait_for([&] { return log.has("which it was not sent to"); }))
+        << "the FIN from another peer was not refused";
     for (int i = 0; i < 100; ++i) {
         progress();
     }
@@ -1096,7 +1103,7 @@ TEST_F(rc_tm_fault, fin_for_an_unknown_operation_is_ignored)
     /* UCP fetches an unexpected rendezvous itself and cancels the
      * operation; a FIN for it arriving later has the old generation */
     ASSERT_EQ(UCS_OK, uct_ep_tag_rndv_cancel(m_sender.eps[0], op));
-    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 0, fin_rvh)));
+    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, op_id, fin_rvh)));
     ASSERT_TRUE(wait_for([&] { return m_raw.sends_done(); }));
     for (int i = 0; i < 100; ++i) {
         progress();

@@ -108,6 +108,9 @@ TEST_F(rc_tm_tag, eager_bcopy_with_imm_expected)
     EXPECT_EQ(0xabcdef0012345678ull, r.imm);
     EXPECT_EQ(data.size(), r.length);
     EXPECT_EQ(0, memcmp(data.data(), rbuf.ptr(), data.size()));
+    /* app_ctx carries the high half of imm: still an eager message */
+    EXPECT_EQ(1u, counters(m_receiver)[RX_EXP]);
+    EXPECT_EQ(0u, counters(m_receiver)[RX_RNDV_EXP]);
 }
 
 TEST_F(rc_tm_tag, eager_zcopy_expected_with_mask)
@@ -192,6 +195,8 @@ TEST_F(rc_tm_tag, rndv_expected_read_by_device)
     EXPECT_EQ(1, r.consumed);
     EXPECT_EQ(1u, counters(m_sender)[TX_RNDV]);
     EXPECT_EQ(0u, counters(m_receiver)[RX_RNDV_UNEXP]);
+    EXPECT_EQ(1u, counters(m_receiver)[RX_RNDV_EXP]);
+    EXPECT_EQ(0u, counters(m_receiver)[RX_EXP]) << "counted as eager";
 }
 
 TEST_F(rc_tm_tag, rndv_unexpected_then_get)
