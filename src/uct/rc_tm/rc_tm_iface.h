@@ -192,6 +192,10 @@ typedef struct uct_rc_tm_iface {
         unsigned              num_sw;         /* entries software holds */
         unsigned              ops_in_flight;  /* list ops posted, not done */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
+        uint64_t              ops_posted;     /* list ops ever posted */
+        uint64_t              count_op_sn;    /* ops_posted of the newest op
+                                                 that carried a count */
+        uint32_t              count_op_cnt;   /* ... and that count */
         uint64_t              seq;            /* posting order */
         tm_matcher_t          matcher;        /* every posted receive */
         ucs_list_link_t       sw_list;        /* receives kept in software */

@@ -143,6 +143,11 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     }
 
     ++iface->tm.ops_in_flight;
+    ++iface->tm.ops_posted;
+    if (wr.flags & IBV_OPS_TM_SYNC) {
+        iface->tm.count_op_sn  = iface->tm.ops_posted;
+        iface->tm.count_op_cnt = wr.tm.unexpected_cnt;
+    }
     if (recv != NULL) {
         ++recv->refs;
         if (opcode == IBV_WR_TAG_ADD) {
@@ -205,8 +210,23 @@ static void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
     uct_rc_tm_tag_post_queued_dels(iface);
 }
 
+/* Is an operation carrying the current count still on its way?  Then it
+ * answers every SYNC_REQ up to now, and another SYNC would only repeat it */
+static int uct_rc_tm_tag_count_in_flight(const uct_rc_tm_iface_t *iface)
+{
+    return (iface->tm.count_op_cnt == iface->tm.unexpected_cnt) &&
+           (iface->tm.count_op_sn >
+            iface->tm.ops_posted - iface->tm.ops_in_flight);
+}
+
+/* Answers the device's SYNC_REQ */
 static void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
 {
+    if (uct_rc_tm_tag_count_in_flight(iface)) {
+        iface->tm.sync_pending = 0;
+        return;
+    }
+
     if (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_SYNC, NULL) != 0) {
         iface->tm.sync_pending = 1; /* retried when an operation completes */
         return;
@@ -936,6 +956,9 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.num_sw         = 0;
     iface->tm.ops_in_flight  = 0;
     iface->tm.sync_pending   = 0;
+    iface->tm.ops_posted     = 0;
+    iface->tm.count_op_sn    = 0;
+    iface->tm.count_op_cnt   = 0;
     iface->tm.rndv_in_flight = 0;
     iface->tm.seq            = 0;
     ucs_list_head_init(&iface->tm.sw_list);

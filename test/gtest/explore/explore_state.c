@@ -219,6 +219,15 @@ static void put_transport(state_t *s)
     put(s, iface->tm.ops_in_flight);
     put(s, iface->tm.unexpected_cnt - s->args->base_unexp);
     put(s, iface->tm.sync_pending);
+    /* the newest op in flight that carries a count: its place among the
+     * ops in flight and its count (not the raw counters: they only grow) */
+    if (iface->tm.count_op_sn > iface->tm.ops_posted - iface->tm.ops_in_flight) {
+        put(s, iface->tm.ops_posted - iface->tm.count_op_sn + 1);
+        put(s, iface->tm.count_op_cnt - s->args->base_unexp);
+    } else {
+        put(s, 0);
+        put(s, 0);
+    }
     put(s, ucs_min(iface->rx.posted, STATE_MAX_MSGS));
 
     /* every posted receive, in posting order, with its state */
