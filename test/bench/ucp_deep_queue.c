@@ -2,15 +2,19 @@
  * Deep receive queues through UCP: the receiver posts N receives with
  * distinct tags, then the sender sends N messages in reverse tag order, so
  * every message matches the receive posted last among those left.  Time per
- * message over rc_tm (matching in the device and rc_tm's software list)
- * against UCX's posix transport (UCP's own software matching), in the same
- * run, transports interleaved within each repetition.
+ * message (from the sender's start to the last receive's completion) over
+ * rc_tm (matching in the device and rc_tm's software list) against UCX's
+ * posix transport (UCP's own software matching), in the same run,
+ * transports interleaved within each repetition.
  *
  *   ucp_deep_queue [-n 1024,16384,65536] [-s size] [-r reps] [-t rc_tm,posix]
  *
- * Two processes (fork); each opens its own UCP context with UCX_TLS set to
- * the transport under test.  rc_tm must be registered in the process: this
- * program links the module.
+ * Two processes, forked once before UCX is touched.  Each opens one UCP
+ * context per transport (UCX_TLS set to it) and keeps it for the whole run,
+ * as an application does, so the figures hold no start-up costs: one
+ * untimed round per transport warms them, and the receive buffers are
+ * allocated and touched once.  rc_tm must be registered in the process:
+ * this program links the module.
  */
 #include <ucp/api/ucp.h>
 
@@ -23,14 +27,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#define WARMUP_TAG   (1ull << 62)
+#define PRIME_TAG    (1ull << 62)
 #define MAX_ADDR     4096
+#define MAX_TLS      8
+#define MAX_NS       16
 
 typedef struct {
     ucp_context_h  context;
     ucp_worker_h   worker;
     ucp_ep_h       ep;
 } peer_t;
+
+/* What the receiver asks the sender to do */
+typedef struct {
+    int     tl;         /* index of the transport; -1: quit */
+    size_t  n;
+} command_t;
+
+/* The other process: the sender (child) in the receiver, the receiver
+ * (parent) in the sender.  A request waits only while it lives. */
+static pid_t other_pid;
+static int   other_is_parent;
 
 static double now_sec(void)
 {
@@ -58,8 +75,36 @@ static void xwrite(int fd, const void *buf, size_t len)
 static void xread(int fd, void *buf, size_t len)
 {
     if (read(fd, buf, len) != (ssize_t)len) {
-        perror("ucp_deep_queue: read");
+        fprintf(stderr, "ucp_deep_queue: the other process is gone\n");
         exit(1);
+    }
+}
+
+static void check_other_alive(void)
+{
+    int status;
+
+    if (other_is_parent ? (getppid() != other_pid) :
+        (waitpid(other_pid, &status, WNOHANG) == other_pid)) {
+        fprintf(stderr, "ucp_deep_queue: the other process exited\n");
+        exit(1);
+    }
+}
+
+static void wait_req(peer_t *p, void *req)
+{
+    unsigned spins = 0;
+
+    if (UCS_PTR_IS_ERR(req)) {
+        die("request", UCS_PTR_STATUS(req));
+    } else if (req != NULL) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(p->worker);
+            if ((++spins % 100000) == 0) {
+                check_other_alive();
+            }
+        }
+        ucp_request_free(req);
     }
 }
 
@@ -113,137 +158,95 @@ static void peer_open(peer_t *p, const char *tls, int fd)
     }
 }
 
-/* The other process: the sender (child) in the receiver, the receiver
- * (parent) in the sender.  A request waits only while it lives. */
-static pid_t other_pid;
-static int   other_is_parent;
-
-static void check_other_alive(void)
-{
-    int status;
-
-    if (other_is_parent ? (getppid() != other_pid) :
-        (waitpid(other_pid, &status, WNOHANG) == other_pid)) {
-        fprintf(stderr, "ucp_deep_queue: the other process exited\n");
-        exit(1);
-    }
-}
-
-static void wait_req(peer_t *p, void *req)
-{
-    unsigned spins = 0;
-
-    if (UCS_PTR_IS_ERR(req)) {
-        die("request", UCS_PTR_STATUS(req));
-    } else if (req != NULL) {
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-            ucp_worker_progress(p->worker);
-            if ((++spins % 100000) == 0) {
-                check_other_alive();
-            }
-        }
-        ucp_request_free(req);
-    }
-}
-
-static void peer_close(peer_t *p, int fd)
+static void peer_close(peer_t *p)
 {
     ucp_request_param_t param = {0};
-    char token = 0;
 
-    /* Every request of both sides completed before either closes */
-    xwrite(fd, &token, 1);
-    xread(fd, &token, 1);
     wait_req(p, ucp_ep_close_nbx(p->ep, &param));
     ucp_worker_destroy(p->worker);
     ucp_cleanup(p->context);
 }
 
-static void sender(const char *tls, int fd, size_t n, size_t size)
+/* Both sides at the same point, nothing of theirs in flight */
+static void sync_with_other(peer_t *p, int fd)
+{
+    ucp_request_param_t param = {0};
+    char token = 0;
+
+    /* Sends that completed locally may still wait in a queue that only
+     * progress pushes: flushed before the process stops progressing */
+    wait_req(p, ucp_worker_flush_nbx(p->worker, &param));
+    xwrite(fd, &token, 1);
+    xread(fd, &token, 1);
+}
+
+static void sender(peer_t *peers, int fd, size_t max_n, size_t size)
 {
     ucp_request_param_t param = {0};
     char *buf                 = calloc(1, size);
-    void **reqs               = calloc(n, sizeof(*reqs));
+    void **reqs               = calloc(max_n, sizeof(*reqs));
+    command_t cmd;
     char token;
-    peer_t p;
     size_t i;
 
-    peer_open(&p, tls, fd);
-    /* UCP hands receives to the transport after its first unexpected
-     * tagged message */
-    wait_req(&p, ucp_tag_send_nbx(p.ep, buf, size, WARMUP_TAG, &param));
-    xread(fd, &token, 1);             /* receives posted */
-    for (i = 0; i < n; ++i) {
-        reqs[i] = ucp_tag_send_nbx(p.ep, buf, size, n - 1 - i, &param);
+    for (;;) {
+        xread(fd, &cmd, sizeof(cmd));
+        if (cmd.tl < 0) {
+            break;
+        }
+        xread(fd, &token, 1);             /* receives posted */
+        for (i = 0; i < cmd.n; ++i) {
+            reqs[i] = ucp_tag_send_nbx(peers[cmd.tl].ep, buf, size,
+                                       cmd.n - 1 - i, &param);
+        }
+        for (i = 0; i < cmd.n; ++i) {
+            wait_req(&peers[cmd.tl], reqs[i]);
+        }
+        sync_with_other(&peers[cmd.tl], fd);
     }
-    for (i = 0; i < n; ++i) {
-        wait_req(&p, reqs[i]);
-    }
-    peer_close(&p, fd);
     free(reqs);
     free(buf);
 }
 
-/* Seconds per message */
-static double receiver(const char *tls, int fd, size_t n, size_t size)
+/* One round: seconds per message */
+static double receive_round(peer_t *p, int tl, int fd, char *bufs,
+                            void **reqs, size_t n, size_t size)
 {
     ucp_request_param_t param = {0};
-    char *bufs                = malloc(n * size);
-    void **reqs               = calloc(n, sizeof(*reqs));
+    command_t cmd             = { .tl = tl, .n = n };
     char token                = 0;
     double start, elapsed;
-    peer_t p;
     size_t i;
 
-    peer_open(&p, tls, fd);
-    wait_req(&p, ucp_tag_recv_nbx(p.worker, bufs, size, WARMUP_TAG,
-                                  UINT64_MAX, &param));
+    xwrite(fd, &cmd, sizeof(cmd));
     for (i = 0; i < n; ++i) {
-        reqs[i] = ucp_tag_recv_nbx(p.worker, bufs + i * size, size, i,
+        reqs[i] = ucp_tag_recv_nbx(p->worker, bufs + i * size, size, i,
                                    UINT64_MAX, &param);
     }
     start = now_sec();
     xwrite(fd, &token, 1);
     for (i = 0; i < n; ++i) {
-        wait_req(&p, reqs[i]);
+        wait_req(p, reqs[i]);
     }
     elapsed = now_sec() - start;
-    peer_close(&p, fd);
-    free(reqs);
-    free(bufs);
+    sync_with_other(p, fd);
     return elapsed / n;
 }
 
-static double run(const char *tls, size_t n, size_t size)
+/* UCP hands receives to the transport after its first unexpected tagged
+ * message: one, in each context, before anything is measured */
+static void prime(peer_t *p, int is_sender, size_t size)
 {
-    int fds[2], status;
-    double result;
-    pid_t pid;
+    ucp_request_param_t param = {0};
+    char *buf                 = calloc(1, size);
 
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
-        perror("socketpair");
-        exit(1);
+    if (is_sender) {
+        wait_req(p, ucp_tag_send_nbx(p->ep, buf, size, PRIME_TAG, &param));
+    } else {
+        wait_req(p, ucp_tag_recv_nbx(p->worker, buf, size, PRIME_TAG,
+                                     UINT64_MAX, &param));
     }
-
-    other_pid = getpid();
-    pid       = fork();
-    if (pid == 0) {
-        other_is_parent = 1;
-        close(fds[0]);
-        sender(tls, fds[1], n, size);
-        _exit(0);
-    }
-
-    close(fds[1]);
-    other_pid = pid;
-    result    = receiver(tls, fds[0], n, size);
-    close(fds[0]);
-    if ((waitpid(pid, &status, 0) != pid) || !WIFEXITED(status) ||
-        (WEXITSTATUS(status) != 0)) {
-        fprintf(stderr, "ucp_deep_queue: sender failed\n");
-        exit(1);
-    }
-    return result;
+    free(buf);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -264,43 +267,10 @@ static size_t split(char *list, char **items, size_t max)
     return count;
 }
 
-int main(int argc, char **argv)
+static void print_table(double *t, char **ns, size_t nn, char **tls,
+                        size_t ntl, size_t reps, size_t size)
 {
-    char ns_arg[256]  = "1024,16384,65536";
-    char tls_arg[256] = "rc_tm,posix";
-    char *ns[16], *tls[8];
-    size_t size = 1024, reps = 5, nn, ntl, i, j, r;
-    double *t;
-    int c;
-
-    while ((c = getopt(argc, argv, "n:s:r:t:")) != -1) {
-        switch (c) {
-        case 'n': snprintf(ns_arg, sizeof(ns_arg), "%s", optarg); break;
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 'r': reps = strtoul(optarg, NULL, 0); break;
-        case 't': snprintf(tls_arg, sizeof(tls_arg), "%s", optarg); break;
-        default:
-            fprintf(stderr, "usage: %s [-n list] [-s size] [-r reps] "
-                    "[-t tls,...]\n", argv[0]);
-            return 2;
-        }
-    }
-
-    nn  = split(ns_arg, ns, 16);
-    ntl = split(tls_arg, tls, 8);
-    t   = calloc(nn * ntl * reps, sizeof(*t));
-
-    for (r = 0; r < reps; ++r) {
-        for (i = 0; i < nn; ++i) {
-            for (j = 0; j < ntl; ++j) {
-                fprintf(stderr, "\rrep %zu/%zu  N=%-6s %-6s", r + 1, reps,
-                        ns[i], tls[j]);
-                t[(i * ntl + j) * reps + r] = run(tls[j], strtoul(ns[i], NULL,
-                                                                  0), size);
-            }
-        }
-    }
-    fprintf(stderr, "\n");
+    size_t i, j;
 
     printf("deep receive queue, %zu-byte messages sent in reverse tag order; "
            "ns per message, median of %zu; ratio to %s in this run\n",
@@ -330,6 +300,111 @@ int main(int argc, char **argv)
         }
         printf("\n");
     }
+}
+
+int main(int argc, char **argv)
+{
+    char ns_arg[256]  = "1024,16384,65536";
+    char tls_arg[256] = "rc_tm,posix";
+    size_t size = 1024, reps = 5, max_n = 0, nn, ntl, i, j, r;
+    command_t quit = { .tl = -1, .n = 0 };
+    char *ns[MAX_NS], *tls[MAX_TLS];
+    peer_t peers[MAX_TLS];
+    int fds[2], c, status;
+    void **reqs;
+    char *bufs;
+    double *t;
+    pid_t pid;
+
+    while ((c = getopt(argc, argv, "n:s:r:t:")) != -1) {
+        switch (c) {
+        case 'n': snprintf(ns_arg, sizeof(ns_arg), "%s", optarg); break;
+        case 's': size = strtoul(optarg, NULL, 0); break;
+        case 'r': reps = strtoul(optarg, NULL, 0); break;
+        case 't': snprintf(tls_arg, sizeof(tls_arg), "%s", optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-n list] [-s size] [-r reps] "
+                    "[-t tls,...]\n", argv[0]);
+            return 2;
+        }
+    }
+
+    nn  = split(ns_arg, ns, MAX_NS);
+    ntl = split(tls_arg, tls, MAX_TLS);
+    for (i = 0; i < nn; ++i) {
+        if (strtoul(ns[i], NULL, 0) > max_n) {
+            max_n = strtoul(ns[i], NULL, 0);
+        }
+    }
+    if ((nn == 0) || (ntl == 0) || (reps == 0) || (size == 0)) {
+        fprintf(stderr, "ucp_deep_queue: nothing to measure\n");
+        return 2;
+    }
+
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+        perror("socketpair");
+        return 1;
+    }
+    other_pid = getpid();
+    pid       = fork();
+    if (pid == 0) {
+        other_is_parent = 1;
+        close(fds[0]);
+        for (j = 0; j < ntl; ++j) {
+            peer_open(&peers[j], tls[j], fds[1]);
+            prime(&peers[j], 1, size);
+        }
+        sender(peers, fds[1], max_n, size);
+        for (j = 0; j < ntl; ++j) {
+            peer_close(&peers[j]);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    other_pid = pid;
+
+    bufs = malloc(max_n * size);
+    reqs = calloc(max_n, sizeof(*reqs));
+    t    = calloc(nn * ntl * reps, sizeof(*t));
+    if ((bufs == NULL) || (reqs == NULL) || (t == NULL)) {
+        fprintf(stderr, "ucp_deep_queue: out of memory\n");
+        return 1;
+    }
+    memset(bufs, 0, max_n * size);
+
+    for (j = 0; j < ntl; ++j) {
+        peer_open(&peers[j], tls[j], fds[0]);
+        prime(&peers[j], 0, size);
+    }
+    for (j = 0; j < ntl; ++j) {
+        receive_round(&peers[j], j, fds[0], bufs, reqs, max_n, size);
+    }
+    for (r = 0; r < reps; ++r) {
+        for (i = 0; i < nn; ++i) {
+            for (j = 0; j < ntl; ++j) {
+                fprintf(stderr, "\rrep %zu/%zu  N=%-6s %-6s", r + 1, reps,
+                        ns[i], tls[j]);
+                t[(i * ntl + j) * reps + r] =
+                        receive_round(&peers[j], j, fds[0], bufs, reqs,
+                                      strtoul(ns[i], NULL, 0), size);
+            }
+        }
+    }
+    fprintf(stderr, "\n");
+
+    xwrite(fds[0], &quit, sizeof(quit));
+    for (j = 0; j < ntl; ++j) {
+        peer_close(&peers[j]);
+    }
+    if ((waitpid(pid, &status, 0) != pid) || !WIFEXITED(status) ||
+        (WEXITSTATUS(status) != 0)) {
+        fprintf(stderr, "ucp_deep_queue: sender failed\n");
+        return 1;
+    }
+
+    print_table(t, ns, nn, tls, ntl, reps, size);
     free(t);
+    free(reqs);
+    free(bufs);
     return 0;
 }

@@ -228,9 +228,12 @@ struct soft_peer {
     unsigned           refcount;
 };
 
+/* A registration, local side: one per slot of the table, kept in an array
+ * so that registering allocates nothing */
 typedef struct soft_mr {
     tm_dev_mr_t        super;
     uint32_t           slot;
+    uint16_t           next_gen;     /* generation of the slot's next use */
 } soft_mr_t;
 
 struct soft_dev {
@@ -241,12 +244,12 @@ struct soft_dev {
     uint32_t           ring_size;
     soft_shm_t         shm;
     soft_dev_seg_t     *seg;
-    /* registration table, local side: FIFO of freed slots, the first
-     * never-used slot, and each slot's next generation */
+    /* registration table, local side: the registrations by slot, a FIFO
+     * of freed slots and the first never-used slot */
+    soft_mr_t          *mrs;
     uint32_t           *mr_free;
     uint32_t           mr_free_head, mr_free_count;
     uint32_t           mr_fresh;
-    uint16_t           *mr_next_gen;
     soft_list_t        peers;
     soft_list_t        cqs;
     soft_list_t        conns;

@@ -36,11 +36,11 @@ static inline uint32_t soft_key_gen(uint32_t key)
 int soft_mr_table_init(soft_dev_t *dev)
 {
     /* calloc: untouched pages of these large arrays stay unallocated */
-    dev->mr_free     = calloc(SOFT_MR_SLOTS, sizeof(*dev->mr_free));
-    dev->mr_next_gen = calloc(SOFT_MR_SLOTS, sizeof(*dev->mr_next_gen));
-    if ((dev->mr_free == NULL) || (dev->mr_next_gen == NULL)) {
+    dev->mr_free = calloc(SOFT_MR_SLOTS, sizeof(*dev->mr_free));
+    dev->mrs     = calloc(SOFT_MR_SLOTS, sizeof(*dev->mrs));
+    if ((dev->mr_free == NULL) || (dev->mrs == NULL)) {
         free(dev->mr_free);
-        free(dev->mr_next_gen);
+        free(dev->mrs);
         return ENOMEM;
     }
     dev->mr_free_head  = 0;
@@ -52,7 +52,7 @@ int soft_mr_table_init(soft_dev_t *dev)
 void soft_mr_table_cleanup(soft_dev_t *dev)
 {
     free(dev->mr_free);
-    free(dev->mr_next_gen);
+    free(dev->mrs);
 }
 
 /* A free slot, or 0 when the table is full */
@@ -91,21 +91,17 @@ int soft_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
     if ((addr == NULL) && (length != 0)) {
         return EINVAL;
     }
-    mr = calloc(1, sizeof(*mr));
-    if (mr == NULL) {
-        return ENOMEM;
-    }
     index = soft_mr_slot_get(dev);
     if (index == 0) {
         tm_dev_error("soft: registration table full (%u regions)",
                      SOFT_MR_SLOTS - 1);
-        free(mr);
         return ENOMEM;
     }
 
     /* generation 0 means "free" */
-    gen = dev->mr_next_gen[index] + 1;
-    dev->mr_next_gen[index] = (gen == SOFT_MR_GEN_MAX) ? 0 : gen;
+    mr           = &dev->mrs[index];
+    gen          = mr->next_gen + 1;
+    mr->next_gen = (gen == SOFT_MR_GEN_MAX) ? 0 : gen;
 
     /* fields first, then the generation that makes them valid */
     slot         = &dev->seg->mr[index];
@@ -131,7 +127,6 @@ int soft_dereg_mr(tm_dev_mr_t *tmr)
 
     atomic_store_explicit(&dev->seg->mr[mr->slot].gen, 0, memory_order_release);
     soft_mr_slot_put(dev, mr->slot);
-    free(mr);
     return 0;
 }
 

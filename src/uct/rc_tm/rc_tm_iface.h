@@ -153,7 +153,12 @@ typedef struct uct_rc_tm_rndv_op {
 
 
 KHASH_MAP_INIT_INT(uct_rc_tm_qpn, uct_rc_tm_ep_t*);
-KHASH_SET_INIT_INT64(uct_rc_tm_bufs);
+/* Posted receive buffers are aligned, so khash's int64 hash, which keeps
+ * their low bits, would put them all in a few buckets: mix every bit in */
+#define uct_rc_tm_buf_hash(_addr) \
+    ((khint32_t)(((uint64_t)(_addr) * 0x9e3779b97f4a7c15ull) >> 32))
+KHASH_INIT(uct_rc_tm_bufs, uint64_t, char, 0, uct_rc_tm_buf_hash,
+           kh_int64_hash_equal);
 
 
 typedef struct uct_rc_tm_iface {

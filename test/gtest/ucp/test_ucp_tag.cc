@@ -252,12 +252,13 @@ TEST_F(rc_tm_ucp, rndv_expected_read_by_device)
 {
     activate_offload();
     uint64_t rndv_before = counters()[TX_RNDV];
-    uint64_t exp_before  = counters()[RX_EXP];
+    uint64_t exp_before  = counters()[RX_RNDV_EXP];
     for (size_t size : {65536ul, 1048576ul}) {
         expected(size);
     }
     EXPECT_GE(counters()[TX_RNDV] - rndv_before, 2u);
-    EXPECT_GE(counters()[RX_EXP] - exp_before, 2u);
+    EXPECT_GE(counters()[RX_RNDV_EXP] - exp_before, 2u)
+            << "expected rendezvous were not read by the device";
 }
 
 TEST_F(rc_tm_ucp, rndv_unexpected)
