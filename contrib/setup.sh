@@ -120,11 +120,13 @@ run_demo() {
     module=$(module_path)
     out=$build/demo
     mkdir -p "$out"
-    log "LD_PRELOAD=$module ucx_info -d | (rc_tm's part)"
+    log "LD_PRELOAD=$module ucx_info -d (rc_tm's part)"
     LD_PRELOAD=$module ucx_info -d | awk '
         /^# Memory domain:/ { show = 0 }
-        /^# Component: rc_tm/ || /^# Memory domain: / && prev ~ /rc_tm/ { show = 1 }
-        { prev = $0 } show'
+        /^# Memory domain:/ { md = $0 }
+        /^# +Component: rc_tm$/ { show = 1; print md }
+        /error handling/ { show = 0 }
+        show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
     # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
     log "benchmark: Debian's ucx_perftest over rc_tm, posix and tcp (about 3 minutes)"
     /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
