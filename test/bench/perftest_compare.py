@@ -229,11 +229,46 @@ def median(cell, latency_test):
     return statistics.median(f[0 if latency_test else 1] for f in cell.figures)
 
 
-def print_table(args, tests, sizes, tls, cells):
+class CpuUse:
+    """How much of the CPUs other processes used while we measured: the
+    pair busy-polls, so their load shows in the figures (most in bandwidth,
+    an average over the run, where latency is a median)."""
+
+    def __init__(self):
+        self.start = self.sample()
+
+    @staticmethod
+    def sample():
+        busy = 0.0
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+            # user nice system idle iowait irq softirq steal
+            busy = (sum(fields[0:3]) + sum(fields[5:8])) / \
+                os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError):
+            pass
+        t = os.times()
+        ours = t.user + t.system + t.children_user + t.children_system
+        return time.time(), busy, ours
+
+    def others_share(self):
+        now = self.sample()
+        wall = now[0] - self.start[0]
+        others = (now[1] - self.start[1]) - (now[2] - self.start[2])
+        return max(0.0, others / (wall * (os.cpu_count() or 1))) \
+            if wall > 0 else 0.0
+
+
+def print_table(args, tests, sizes, tls, cells, cpu_use):
     print("ucx_perftest %s, server and client on this host (%d CPUs), "
           "UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio to %s "
           "measured in the same run" %
           (ucx_version(args), os.cpu_count(), args.repeat, args.reference))
+    share = cpu_use.others_share()
+    print("other processes used %.0f%% of the CPUs during the runs%s" %
+          (100 * share, ": the figures, bandwidth most, are noisy"
+           if share > 0.1 else ""))
     width = max(16, max(len(tl) for tl in tls) + 2)
     failed = 0
     for test in tests:
@@ -316,6 +351,7 @@ def main():
     cells = {(test, size, tl): Cell(test, size)
              for test in tests for size in sizes for tl in tls}
     progress = Progress(len(cells) * args.repeat)
+    cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
     # slowdown seen in the last run shrinks the next runs' iteration counts,
@@ -347,7 +383,7 @@ def main():
                                             cell.measured(figure[2])))
     progress.finish()
 
-    failed = print_table(args, tests, sizes, tls, cells)
+    failed = print_table(args, tests, sizes, tls, cells, cpu_use)
     if args.png:
         plot(args, tests, sizes, tls, cells)
         print("\nplot: %s" % os.path.abspath(args.png))
