@@ -57,8 +57,11 @@ install_tools() {
 }
 
 build_package() {
-    # Dependencies, the UCX source and a configured build tree (for 'make dist')
-    RC_TM_DEPS=$deps RC_TM_BUILD=$build "$top/contrib/setup.sh" build
+    # Dependencies, the UCX source and a configured build tree (for 'make
+    # dist'), unless setup.sh, which calls us, has just done that
+    if [ "${RC_TM_SETUP_DONE:-0}" != 1 ]; then
+        RC_TM_DEPS=$deps RC_TM_BUILD=$build "$top/contrib/setup.sh" build
+    fi
     install_tools
 
     local version ucx_deb tarball srcdir revision

@@ -148,7 +148,8 @@ check_package() {
     dpkg-query -W -f='${Status}' ucx-rc-tm 2>/dev/null | grep -q 'install ok installed' &&
         installed=yes
     log "package: contrib/build-deb.sh --install --verify"
-    RC_TM_DEPS=$deps RC_TM_BUILD=$build "$top/contrib/build-deb.sh" --install --verify ||
+    RC_TM_DEPS=$deps RC_TM_BUILD=$build RC_TM_SETUP_DONE=1 \
+        "$top/contrib/build-deb.sh" --install --verify ||
         rc=$?
     if [ $installed = no ]; then
         as_root dpkg --purge ucx-rc-tm >/dev/null 2>&1 || true
