@@ -20,6 +20,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 # UCX_TLS for each transport: only that transport may carry the traffic
@@ -140,9 +141,11 @@ def run_pair(args, test, size, tl, iters):
     port = free_port()
     common = perftest_args(args, test, size, iters, port) + ["-v"]
     deadline = time.time() + args.timeout
+    # the server's output goes to a file: a pipe read only at the end could
+    # fill up and block it
+    server_log = tempfile.TemporaryFile(mode="w+")
     server = subprocess.Popen([args.perftest] + common, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                              stdout=server_log, stderr=subprocess.STDOUT)
     client = None
     try:
         while not listening(port):
@@ -159,14 +162,16 @@ def run_pair(args, test, size, tl, iters):
                     time.time() > deadline):
                 break
             time.sleep(0.05)
-        server_out, _ = server.communicate(
-            timeout=max(1.0, deadline - time.time()))
+        server.wait(timeout=max(1.0, deadline - time.time()))
     except subprocess.TimeoutExpired:
         return None, "timed out after %.0f s" % args.timeout
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
+        server_log.seek(0)
+        server_out = server_log.read()
+        server_log.close()
 
     if server.returncode != 0:
         return None, describe_failure("server exited with status %d" %
