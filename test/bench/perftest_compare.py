@@ -452,6 +452,14 @@ def plot(args, tests, sizes, tls, cells):
                  % (ucx_version(args), args.repeat))
     fig.tight_layout()
     fig.savefig(args.png, dpi=90)
+    try:
+        # a few solid colours: a palette of 64 keeps the file small
+        from PIL import Image
+        with Image.open(args.png) as image:
+            small = image.convert("RGB").quantize(colors=64)
+        small.save(args.png, optimize=True)
+    except ImportError:
+        pass
 
 
 if __name__ == "__main__":
