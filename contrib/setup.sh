@@ -4,9 +4,12 @@
 #
 #   contrib/setup.sh [build]    install deps, fetch UCX source, configure, build
 #   contrib/setup.sh demo       ... then show the module loaded into ucx_info
+#                               and benchmark rc_tm against posix and tcp
+#                               (table, and a plot in build/demo/)
 #   contrib/setup.sh check      ... then run the whole test suite (make check),
-#                               and the googletest programs once more built
-#                               with ASan and UBSan (build-asan/)
+#                               the Debian package built, installed and
+#                               checked, and the googletest programs once more
+#                               built with ASan and UBSan (build-asan/)
 #   contrib/setup.sh deps       only install deps and fetch the UCX source
 #
 # Every step leaves a stamp under $RC_TM_DEPS (default .deps/ in the tree), so
@@ -34,7 +37,7 @@ packages=(
     libibverbs-dev rdma-core ibverbs-providers librdmacm-dev
     libgtest-dev
     openmpi-bin libopenmpi-dev
-    python3-matplotlib
+    python3 python3-matplotlib
 )
 
 install_packages() {
@@ -89,7 +92,7 @@ SRC
 # autogen when its outputs are missing or older than their inputs
 needs_autogen() {
     [ -x "$top/configure" ] && [ -f "$top/Makefile.in" ] || return 0
-    [ -n "$(find "$top/configure.ac" "$top/Makefile.am" "$top/src" "$top/test" \
+    [ -n "$(find "$top/configure.ac" "$top/Makefile.am" "$top/src" "$top/test" "$top/contrib" \
             \( -name configure.ac -o -name '*.am' -o -name '*.mk' \) \
             -newer "$top/Makefile.in" -print -quit)" ]
 }
@@ -116,21 +119,52 @@ module_path() {
 }
 
 run_demo() {
-    local module
+    local module out
     module=$(module_path)
-    log "LD_PRELOAD=$module ucx_info -d"
+    out=$build/demo
+    mkdir -p "$out"
+    log "LD_PRELOAD=$module ucx_info -d (rc_tm's part)"
     LD_PRELOAD=$module ucx_info -d | awk '
         /^# Memory domain:/ { show = 0 }
-        /^# Component: rc_tm/ || /^# Memory domain: / && prev ~ /rc_tm/ { show = 1 }
-        { prev = $0 } show'
-    log "configuration: LD_PRELOAD=$module ucx_info -c | grep RC_TM"
-    LD_PRELOAD=$module ucx_info -c | grep '^UCX_RC_TM_'
+        /^# Memory domain:/ { md = $0 }
+        /^# +Component: rc_tm$/ { show = 1; print md }
+        /error handling/ { show = 0 }
+        show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
+    # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
+    log "benchmark: Debian's ucx_perftest over rc_tm, posix and tcp (1.5 minutes on an idle 2-core machine)"
+    /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
+        --png "$out/perftest.png" | tee "$out/perftest.txt"
+    log "table: $out/perftest.txt"
+    log "plot:  $out/perftest.png"
+}
+
+# The Debian package: built from this tree, installed, and checked with
+# installed paths only (contrib/build-deb.sh --install --verify).  A package
+# this check installed is removed again, so the machine is left as it was;
+# RC_TM_SKIP_PACKAGE=1 skips it.
+check_package() {
+    if [ "${RC_TM_SKIP_PACKAGE:-0}" = 1 ]; then
+        log "package: skipped (RC_TM_SKIP_PACKAGE=1)"
+        return 0
+    fi
+    local installed=no rc=0
+    dpkg-query -W -f='${Status}' ucx-rc-tm 2>/dev/null | grep -q 'install ok installed' &&
+        installed=yes
+    log "package: contrib/build-deb.sh --install --verify"
+    RC_TM_DEPS=$deps RC_TM_BUILD=$build RC_TM_SETUP_DONE=1 \
+        "$top/contrib/build-deb.sh" --install --verify ||
+        rc=$?
+    if [ $installed = no ]; then
+        as_root dpkg --purge ucx-rc-tm >/dev/null 2>&1 || true
+    fi
+    return $rc
 }
 
 run_check() {
     log "make check"
     local rc=0
     make -C "$build" -j"$(nproc)" check || rc=$?
+    check_package || rc=$?
     # One closing line for whoever reads the log: test programs passed/failed
     local pass fail
     pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -1)

@@ -37,7 +37,3 @@ src_uct_rc_tm_libuct_rc_tm_otherver_la_CPPFLAGS = \
 src_uct_rc_tm_libuct_rc_tm_otherver_la_LIBADD   = $(src_uct_rc_tm_libuct_rc_tm_la_LIBADD)
 src_uct_rc_tm_libuct_rc_tm_otherver_la_LDFLAGS  = -rpath /nowhere -module \
 	-avoid-version -no-undefined
-
-# UCX's module directory holds shared objects only
-install-exec-hook:
-	rm -f $(DESTDIR)$(uctmoduledir)/libuct_rc_tm.la
