@@ -205,12 +205,23 @@ static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
                         recv->handle >> SOFT_TAG_INDEX_BITS) : 0xfe);
 }
 
+/* The receives of a queue, in order (ucs_queue_for_each_* would form a
+ * pointer from NULL on an empty queue) */
+static void put_queued_recvs(state_t *s, ucs_queue_head_t *queue)
+{
+    ucs_queue_elem_t **pelem;
+
+    for (pelem = &queue->head; pelem != queue->ptail;
+         pelem = &(*pelem)->next) {
+        put_recv(s, ucs_container_of(*pelem, uct_rc_tm_recv_t, queue));
+    }
+}
+
 static void put_transport(state_t *s)
 {
     uct_rc_tm_iface_t *iface = s->iface;
     tm_matcher_link_t *link;
     uct_rc_tm_recv_t *recv;
-    ucs_queue_iter_t iter;
     unsigned i;
 
     mark(s, 'T');
@@ -245,23 +256,22 @@ static void put_transport(state_t *s)
     /* receives no longer posted but still alive are named by the queues,
      * the device entries and operations (refs) above and below */
     mark(s, 'Q');
-    ucs_queue_for_each_safe(recv, iter, &iface->tm.del_queue, queue) {
-        put_recv(s, recv);
-    }
+    put_queued_recvs(s, &iface->tm.del_queue);
     mark(s, 'K');
-    ucs_queue_for_each_safe(recv, iter, &iface->tm.cancel_queue, queue) {
-        put_recv(s, recv);
-    }
+    put_queued_recvs(s, &iface->tm.cancel_queue);
 
     /* operations of the receive side waiting for a send completion: software
      * rendezvous reads (their receive) and gets */
     mark(s, 'E');
     for (i = 0; i < s->args->num_eps; ++i) {
         uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i], uct_rc_tm_ep_t);
+        ucs_queue_elem_t **pelem;
         uct_rc_tm_tx_op_t *op;
 
         put(s, ep->status);
-        ucs_queue_for_each_safe(op, iter, &ep->tx_ops, queue) {
+        for (pelem = &ep->tx_ops.head; pelem != ep->tx_ops.ptail;
+             pelem = &(*pelem)->next) {
+            op = ucs_container_of(*pelem, uct_rc_tm_tx_op_t, queue);
             put(s, (op->comp != NULL) ? STATE_UNKNOWN - 2 :
                    (uint64_t)recv_id(s, op->recv));
         }
