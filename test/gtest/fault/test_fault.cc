@@ -318,6 +318,9 @@ struct raw_peer {
     }
 };
 
+/* Large enough to go rendezvous */
+const size_t RNDV_SIZE = 256 * 1024;
+
 class rc_tm_fault : public uct_fixture {
 protected:
     void TearDown() override
@@ -403,6 +406,27 @@ protected:
         m_fd = fds[0];
     }
 
+    /* A child that sends one rendezvous with tag when told ('p'), says
+     * when it did ('s'), then waits to be killed with its buffer still
+     * registered */
+    void fork_rndv_sender(uct_tag_t tag)
+    {
+        fork_peer([this, tag]() {
+            if (!open_connected(m_sender)) {
+                return 2;
+            }
+            guarded_buffer sbuf(m_component, m_md, RNDV_SIZE, 's');
+            test_completion comp;
+            if (!wait_peer('p') ||
+                UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], tag, sbuf,
+                                         RNDV_SIZE, comp))) {
+                return 3;
+            }
+            progress();
+            return (signal_peer('s') && wait_peer('k')) ? 0 : 4;
+        });
+    }
+
     bool signal_peer(char token)
     {
         return write(m_fd, &token, 1) == 1;
@@ -481,8 +505,6 @@ protected:
     raw_peer  m_raw;
 };
 
-const size_t RNDV_SIZE = 256 * 1024;
-
 } // namespace
 
 
@@ -492,21 +514,7 @@ const size_t RNDV_SIZE = 256 * 1024;
  * reads the data: the receive completes with an error, nothing is written */
 TEST_F(rc_tm_fault, sender_killed_before_the_device_reads)
 {
-    fork_peer([&]() {
-        if (!open_connected(m_sender)) {
-            return 2;
-        }
-        guarded_buffer sbuf(m_component, m_md, RNDV_SIZE, 's');
-        test_completion comp;
-        if (!wait_peer('p') ||
-            UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x11, sbuf, RNDV_SIZE,
-                                     comp))) {
-            return 3;
-        }
-        progress();
-        /* The buffer stays registered until this process is killed */
-        return (signal_peer('s') && wait_peer('k')) ? 0 : 4;
-    });
+    fork_rndv_sender(0x11);
 
     ASSERT_TRUE(open_connected(m_receiver));
     tm_dev_srq_t *srq;
@@ -535,21 +543,7 @@ TEST_F(rc_tm_fault, sender_killed_before_the_device_reads)
  * transport reads the data itself */
 TEST_F(rc_tm_fault, sender_killed_before_software_reads)
 {
-    fork_peer([&]() {
-        if (!open_connected(m_sender)) {
-            return 2;
-        }
-        guarded_buffer sbuf(m_component, m_md, RNDV_SIZE, 's');
-        test_completion comp;
-        if (!wait_peer('p') ||
-            UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x11, sbuf, RNDV_SIZE,
-                                     comp))) {
-            return 3;
-        }
-        progress();
-        /* The buffer stays registered until this process is killed */
-        return (signal_peer('s') && wait_peer('k')) ? 0 : 4;
-    });
+    fork_rndv_sender(0x11);
 
     ASSERT_TRUE(open_connected(m_receiver, {{"LIST_SIZE", "1"}}));
     tm_dev_t *dev = device(m_receiver);

@@ -165,15 +165,18 @@ TEST(mpi_model, agrees_with_every_interleaving)
     }
 }
 
-/* The main run: a small device list (software overflow list in use), the
- * soft device taking its events in a random order */
-TEST(rc_tm_stress, ucp_two_processes_against_mpi_model)
+/* One stress run of messages_divisor-th of RC_TM_STRESS_MESSAGES (default
+ * a million) with the rc_tm settings in env, checked against the model */
+static stress_result
+run_checked(const std::vector<std::pair<std::string, std::string>> &env,
+            uint64_t messages_divisor)
 {
     stress_config config;
     config.seed     = stress_seed();
-    config.messages = env_count("RC_TM_STRESS_MESSAGES", 1000000);
+    config.messages = env_count("RC_TM_STRESS_MESSAGES", 1000000) /
+                      messages_divisor;
     config.timeout  = env_count("RC_TM_STRESS_TIMEOUT", 300);
-    config.env      = {{"UCX_RC_TM_LIST_SIZE", "8"}};
+    config.env      = env;
     printf("[stress] seed %" PRIu64 " (RC_TM_STRESS_SEED), %" PRIu64
            " messages\n", config.seed, config.messages);
     fflush(stdout);
@@ -181,6 +184,14 @@ TEST(rc_tm_stress, ucp_two_processes_against_mpi_model)
     stress_result r = run_ucp_stress(config);
     print_figures(config, r);
     check(config, r);
+    return r;
+}
+
+/* The main run: a small device list (software overflow list in use), the
+ * soft device taking its events in a random order */
+TEST(rc_tm_stress, ucp_two_processes_against_mpi_model)
+{
+    stress_result r = run_checked({{"UCX_RC_TM_LIST_SIZE", "8"}}, 1);
     check_paths(r);
 }
 
@@ -189,37 +200,15 @@ TEST(rc_tm_stress, ucp_two_processes_against_mpi_model)
  * list of 2 */
 TEST(rc_tm_stress, tiny_srq_and_list_operations)
 {
-    stress_config config;
-    config.seed     = stress_seed();
-    config.messages = env_count("RC_TM_STRESS_MESSAGES", 1000000) / 10;
-    config.timeout  = env_count("RC_TM_STRESS_TIMEOUT", 300);
-    config.env      = {{"UCX_RC_TM_LIST_SIZE", "2"},
-                       {"UCX_RC_TM_LIST_MAX_OPS", "1"},
-                       {"UCX_RC_TM_SRQ_DEPTH", "4"}};
-    printf("[stress] seed %" PRIu64 " (RC_TM_STRESS_SEED), %" PRIu64
-           " messages\n", config.seed, config.messages);
-    fflush(stdout);
-
-    stress_result r = run_ucp_stress(config);
-    print_figures(config, r);
-    check(config, r);
+    run_checked({{"UCX_RC_TM_LIST_SIZE", "2"},
+                 {"UCX_RC_TM_LIST_MAX_OPS", "1"},
+                 {"UCX_RC_TM_SRQ_DEPTH", "4"}}, 10);
 }
 
 /* List operations without the count: the device comes back in phase only
  * through SYNC requests answered by software */
 TEST(rc_tm_stress, sync_on_request_only)
 {
-    stress_config config;
-    config.seed     = stress_seed();
-    config.messages = env_count("RC_TM_STRESS_MESSAGES", 1000000) / 10;
-    config.timeout  = env_count("RC_TM_STRESS_TIMEOUT", 300);
-    config.env      = {{"UCX_RC_TM_LIST_SIZE", "8"},
-                       {"UCX_RC_TM_TM_SYNC_ALWAYS", "n"}};
-    printf("[stress] seed %" PRIu64 " (RC_TM_STRESS_SEED), %" PRIu64
-           " messages\n", config.seed, config.messages);
-    fflush(stdout);
-
-    stress_result r = run_ucp_stress(config);
-    print_figures(config, r);
-    check(config, r);
+    run_checked({{"UCX_RC_TM_LIST_SIZE", "8"},
+                 {"UCX_RC_TM_TM_SYNC_ALWAYS", "n"}}, 10);
 }
