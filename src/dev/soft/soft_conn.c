@@ -258,7 +258,7 @@ void soft_destroy_conn(tm_dev_conn_t *tconn)
     soft_list_del(&conn->dev_link);
 
     /* the peer's outstanding sends to us now fail */
-    if (conn->in != NULL) {
+    if ((conn->in != NULL) && soft_dev_is_ours(soft_dev(tconn->dev))) {
         atomic_store(&conn->in->hdr.closed, 1);
     }
     soft_shm_destroy(&conn->in_shm);      /* unlinks it if ours */

@@ -150,7 +150,9 @@ static void soft_close(tm_dev_t *tdev)
     if (!soft_list_empty(&dev->conns) || !soft_list_empty(&dev->cqs)) {
         tm_dev_warn("soft: device closed with objects still open");
     }
-    atomic_store(&dev->seg->hdr.closed, 1);
+    if (soft_dev_is_ours(dev)) {
+        atomic_store(&dev->seg->hdr.closed, 1);
+    }
     soft_shm_destroy(&dev->shm);
     soft_mr_table_cleanup(dev);
     free(dev);

@@ -90,10 +90,16 @@ typedef struct soft_conn_addr {
 
 /* ---- Shared memory ---- */
 
+typedef struct soft_list {
+    struct soft_list *prev, *next;
+} soft_list_t;
+
 typedef struct soft_shm {
     void            *base;
     size_t          size;
     char            name[96];   /* /dev/shm name; empty when not owned */
+    pid_t           owner;      /* process that created it (fork copies) */
+    soft_list_t     owned_link; /* in the process's list of its segments */
 } soft_shm_t;
 
 /* Header of every segment: who owns it */
@@ -208,10 +214,6 @@ static inline uint16_t soft_rec_type(const soft_rec_t *rec)
 
 
 /* ---- Process-local objects ---- */
-
-typedef struct soft_list {
-    struct soft_list *prev, *next;
-} soft_list_t;
 
 typedef struct soft_dev        soft_dev_t;
 typedef struct soft_cq         soft_cq_t;
@@ -509,8 +511,17 @@ void soft_seg_name(char *buf, size_t len, const soft_proc_id_t *owner,
                    uint32_t dev_seq, char kind, uint32_t seq);
 int  soft_shm_create(soft_shm_t *shm, const char *name, size_t size);
 int  soft_shm_attach(soft_shm_t *shm, const char *name);
+bool soft_shm_is_ours(const soft_shm_t *shm);
 void soft_shm_destroy(soft_shm_t *shm);
 void soft_shm_detach(soft_shm_t *shm);
+
+/* False in a forked child holding a copy of its parent's device: it must
+ * not touch the shared state the parent's peers see */
+static inline bool soft_dev_is_ours(soft_dev_t *dev)
+{
+    return soft_shm_is_ours(&dev->shm);
+}
+
 void soft_seg_hdr_init(soft_seg_hdr_t *hdr, const soft_proc_id_t *owner,
                        uint32_t kind);
 void soft_reclaim_leftovers(void);

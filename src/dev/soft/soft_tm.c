@@ -211,7 +211,7 @@ void soft_destroy_srq(tm_dev_srq_t *tsrq)
     soft_list_t *it, *next;
     soft_conn_t *conn;
 
-    if (srq->seg != NULL) {
+    if ((srq->seg != NULL) && soft_shm_is_ours(&srq->shm)) {
         atomic_store(&srq->seg->hdr.closed, 1);
     }
     soft_shm_destroy(&srq->shm);

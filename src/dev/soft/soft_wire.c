@@ -26,9 +26,13 @@
 
 #define SOFT_SHM_DIR "/dev/shm"
 
-/* Segments this process owns, unlinked at exit if still there */
+/* Segments this process created and has not destroyed: unlinked at exit.
+ * A list through the segments themselves, so that any number is tracked (a
+ * process that never closes its contexts may own thousands).  A forked
+ * child inherits a copy: only the process that created a segment unlinks
+ * it, and the child starts a list of its own with its first segment. */
 static pthread_mutex_t soft_owned_lock = PTHREAD_MUTEX_INITIALIZER;
-static soft_shm_t *soft_owned[1024];
+static soft_list_t soft_owned = { &soft_owned, &soft_owned };
 static pid_t soft_owned_pid;
 static bool soft_atexit_done;
 
@@ -148,16 +152,15 @@ void soft_seg_name(char *buf, size_t len, const soft_proc_id_t *owner,
 
 static void soft_owned_atexit(void)
 {
-    unsigned i;
+    soft_shm_t *shm;
 
     pthread_mutex_lock(&soft_owned_lock);
-    /* a forked child inherits the table: only the owner unlinks */
     if (soft_owned_pid == getpid()) {
-        for (i = 0; i < SOFT_ARRAY_SIZE(soft_owned); ++i) {
-            if (soft_owned[i] != NULL) {
-                shm_unlink(soft_owned[i]->name);
-                soft_owned[i] = NULL;
-            }
+        while (!soft_list_empty(&soft_owned)) {
+            shm = soft_container_of(soft_owned.next, soft_shm_t, owned_link);
+            soft_list_del(&shm->owned_link);
+            shm_unlink(shm->name);
+            shm->name[0] = '\0';   /* a later destroy only unmaps it */
         }
     }
     pthread_mutex_unlock(&soft_owned_lock);
@@ -165,42 +168,31 @@ static void soft_owned_atexit(void)
 
 static void soft_owned_add(soft_shm_t *shm)
 {
-    unsigned i;
-
     pthread_mutex_lock(&soft_owned_lock);
-    if (soft_owned_pid != getpid()) {
-        /* first segment of this process (or of a forked child) */
-        memset(soft_owned, 0, sizeof(soft_owned));
-        soft_owned_pid = getpid();
+    if (soft_owned_pid != shm->owner) {
+        /* first segment of this process, or of a forked child: the
+         * inherited list names the parent's segments */
+        soft_list_init(&soft_owned);
+        soft_owned_pid = shm->owner;
     }
     if (!soft_atexit_done) {
         atexit(soft_owned_atexit);
         soft_atexit_done = true;
     }
-    for (i = 0; i < SOFT_ARRAY_SIZE(soft_owned); ++i) {
-        if (soft_owned[i] == NULL) {
-            soft_owned[i] = shm;
-            break;
-        }
-    }
-    /* table full: the segment is still unlinked on close, just not at exit */
+    soft_list_add_tail(&soft_owned, &shm->owned_link);
     pthread_mutex_unlock(&soft_owned_lock);
 }
 
 static void soft_owned_remove(soft_shm_t *shm)
 {
-    unsigned i;
-
     pthread_mutex_lock(&soft_owned_lock);
-    if (soft_owned_pid == getpid()) {
-        for (i = 0; i < SOFT_ARRAY_SIZE(soft_owned); ++i) {
-            if (soft_owned[i] == shm) {
-                soft_owned[i] = NULL;
-                break;
-            }
-        }
-    }
+    soft_list_del(&shm->owned_link);
     pthread_mutex_unlock(&soft_owned_lock);
+}
+
+bool soft_shm_is_ours(const soft_shm_t *shm)
+{
+    return (shm->name[0] != '\0') && (shm->owner == getpid());
 }
 
 int soft_shm_create(soft_shm_t *shm, const char *name, size_t size)
@@ -228,8 +220,9 @@ int soft_shm_create(soft_shm_t *shm, const char *name, size_t size)
     }
     close(fd);
 
-    shm->base = base;
-    shm->size = size;
+    shm->base  = base;
+    shm->size  = size;
+    shm->owner = getpid();
     snprintf(shm->name, sizeof(shm->name), "%s", name);
     soft_owned_add(shm);
     return 0;
@@ -270,20 +263,23 @@ int soft_shm_attach(soft_shm_t *shm, const char *name)
     }
     shm->base    = base;
     shm->size    = (size_t)st.st_size;
+    shm->owner   = 0;
     shm->name[0] = '\0';
     return 0;
 }
 
+/* Unlinks a segment this process created; in a forked child, which only
+ * inherited the mapping, it just unmaps */
 void soft_shm_destroy(soft_shm_t *shm)
 {
     if (shm->base == NULL) {
         return;
     }
-    if (shm->name[0] != '\0') {
+    if (soft_shm_is_ours(shm)) {
         soft_owned_remove(shm);
         shm_unlink(shm->name);
-        shm->name[0] = '\0';
     }
+    shm->name[0] = '\0';
     munmap(shm->base, shm->size);
     shm->base = NULL;
 }

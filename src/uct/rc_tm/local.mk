@@ -11,7 +11,10 @@ src_uct_rc_tm_libuct_rc_tm_core_la_SOURCES = \
 	src/uct/rc_tm/rc_tm_iface.c \
 	src/uct/rc_tm/rc_tm_ep.h \
 	src/uct/rc_tm/rc_tm_ep.c \
-	src/uct/rc_tm/rc_tm_tag.c
+	src/uct/rc_tm/rc_tm_ep_send.c \
+	src/uct/rc_tm/rc_tm_tag.h \
+	src/uct/rc_tm/rc_tm_tag.c \
+	src/uct/rc_tm/rc_tm_tag_rx.c
 src_uct_rc_tm_libuct_rc_tm_core_la_CPPFLAGS = \
 	$(AM_CPPFLAGS) $(UCX_INTERNAL_CPPFLAGS) $(UCX_CFLAGS)
 src_uct_rc_tm_libuct_rc_tm_core_la_LIBADD = src/dev/libtm_dev.la \

@@ -14,13 +14,66 @@ struct uct_rc_tm_ep {
     int                       passive;     /* stands for a peer's connection
                                               to our SRQ: no UCT endpoint */
     int                       fence;       /* next send waits for earlier ones */
+    int                       in_pending;  /* one of its pending requests is
+                                              being dispatched */
     unsigned                  available;   /* sends the connection can take */
     uint64_t                  posted_sn;   /* sends posted */
     uint64_t                  acked_sn;    /* sends completed (in order) */
     ucs_queue_head_t          tx_ops;      /* uct_rc_tm_tx_op_t, by sn */
+    ucs_queue_head_t          ctl_queue;   /* FINs and rendezvous reads that
+                                              found no send credit: they go
+                                              first when credits return */
+    ucs_list_link_t           ctl_link;    /* in tx.ctl_eps while queued */
     ucs_status_t              status;      /* UCS_OK, or why the ep failed */
     ucs_arbiter_group_t       arb_group;   /* pending requests */
 };
+
+static UCS_F_ALWAYS_INLINE uct_rc_tm_iface_t *
+uct_rc_tm_ep_iface(uct_rc_tm_ep_t *ep)
+{
+    return ucs_derived_of(ep->super.super.iface, uct_rc_tm_iface_t);
+}
+
+/* Can the connection take a send now?  For the transport's own control
+ * messages, which keep no order with the user's */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_ep_check_credits(uct_rc_tm_ep_t *ep)
+{
+    if (ucs_unlikely(ep->status != UCS_OK)) {
+        return ep->status;
+    }
+    if (ucs_unlikely((ep->available == 0) || !ep->connected ||
+                     (uct_rc_tm_ep_iface(ep)->tx.available <= 0))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+/* Whatever waits on the endpoint goes before a new send from the user:
+ * queued control messages, and pending requests (except while one of them
+ * is being dispatched: it is the one sending) */
+static UCS_F_ALWAYS_INLINE int uct_rc_tm_ep_has_queued(uct_rc_tm_ep_t *ep)
+{
+    return (!ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->in_pending) ||
+           !ucs_queue_is_empty(&ep->ctl_queue);
+}
+
+/* Can the user send now? */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_ep_check_resources(uct_rc_tm_ep_t *ep)
+{
+    ucs_status_t status = uct_rc_tm_ep_check_credits(ep);
+
+    if (ucs_unlikely((status == UCS_OK) && uct_rc_tm_ep_has_queued(ep))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return status;
+}
+
+static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_tx_op_lkey(uct_rc_tm_tx_op_t *op)
+{
+    return *(uint32_t*)UCS_PTR_BYTE_OFFSET(op, -(ptrdiff_t)sizeof(uint64_t));
+}
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_rc_tm_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_rc_tm_ep_t, uct_ep_t);
@@ -100,15 +153,21 @@ uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
                                            uint32_t qp_num);
 void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep);
 
-/* Sends a message whose first bytes are a TMH; used by the tag protocol */
+/* An inline send of a message whose first bytes are a TMH: for the user
+ * (checks resources), and for control messages (checks only credits) */
 ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
                                       size_t length, uint32_t imm_be,
                                       int with_imm);
+ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,
+                                   size_t length);
+/* An RDMA read after resources were checked (checks only credits) */
 ucs_status_t uct_rc_tm_ep_rdma_read(uct_rc_tm_ep_t *ep, void *buffer,
                                     size_t length, uint32_t lkey,
                                     uint64_t remote_addr, uint32_t rkey,
                                     uct_rc_tm_tx_op_t *op);
 uct_rc_tm_tx_op_t *uct_rc_tm_iface_get_tx_op(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tx_op_release(uct_rc_tm_tx_op_t *op);
+/* Calls the op's completion, if any, and releases it */
+void uct_rc_tm_tx_op_done(uct_rc_tm_tx_op_t *op, ucs_status_t status);
 
 #endif

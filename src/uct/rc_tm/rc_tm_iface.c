@@ -70,8 +70,9 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, sync_always), UCS_CONFIG_TYPE_BOOL},
 
     {"TM_SW_LIST_SIZE", "65536",
-     "Receives kept in software once the device's tag list is full; past\n"
-     "them, posting a receive fails with UCS_ERR_EXCEEDS_LIMIT. 0 disables.",
+     "Receives kept in software beyond the device's tag list. Together they\n"
+     "are the limit of posted receives (cap.tag.recv.max_outstanding); past\n"
+     "it posting fails with UCS_ERR_EXCEEDS_LIMIT. 0 disables the software list.",
      ucs_offsetof(uct_rc_tm_iface_config_t, sw_list_size), UCS_CONFIG_TYPE_UINT},
 
     {"TM_PROMOTE_THRESH", "0",
@@ -284,14 +285,21 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     for (i = 0; i < n; ++i) {
         uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
     }
-    if (n > 0) {
-        count += n;
-        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rc_tm_ep_process_pending,
-                             NULL);
-    } else if (ucs_unlikely(n < 0)) {
+    if (ucs_unlikely(n < 0)) {
         ucs_error("rc_tm: polling send completions failed: %s", strerror(-n));
+    } else if (n > 0) {
+        count += n;
     }
 
+    if (count > 0) {
+        /* Credits came back: control messages waiting for them go first,
+         * then pending requests */
+        if (ucs_unlikely(!ucs_list_is_empty(&iface->tx.ctl_eps))) {
+            uct_rc_tm_tag_ctl_progress(iface);
+        }
+        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rc_tm_ep_process_pending,
+                             NULL);
+    }
     return count;
 }
 
@@ -672,6 +680,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
                                   self->rx.headroom;
     self->rx.release_desc.cb    = uct_rc_tm_release_desc;
     self->tx.available          = config->tx_queue_len;
+    ucs_list_head_init(&self->tx.ctl_eps);
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
     ucs_arbiter_init(&self->arbiter);
 

@@ -23,6 +23,7 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
+#include <ucs/datastruct/ptr_array.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/datastruct/list.h>
 #include <matcher/tag_matcher.h>
@@ -101,11 +102,15 @@ struct uct_rc_tm_tx_op {
             uct_unpack_callback_t unpack_cb;
             void                  *unpack_arg;
         };
-        struct {                         /* rendezvous finished in software */
+        struct {                         /* rendezvous finished in software
+                                            (recv != NULL: its read), or a
+                                            FIN waiting for a credit */
             struct uct_rc_tm_recv *recv;
             uct_rc_tm_ep_t        *ep;
             uint64_t              tag;
             uint32_t              app_ctx;
+            uint32_t              rkey;
+            uint64_t              remote_addr;
         };
     };
     /* bcopy payload follows */
@@ -119,7 +124,9 @@ typedef enum {
     UCT_RC_TM_RECV_IN_SW     = UCS_BIT(2), /* in the software list */
     UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(3), /* device matched it */
     UCT_RC_TM_RECV_CANCELING = UCS_BIT(4), /* non-force cancel asked */
-    UCT_RC_TM_RECV_FORGOTTEN = UCS_BIT(5), /* force-canceled: no callbacks */
+    UCT_RC_TM_RECV_RELEASED  = UCS_BIT(5), /* the context is the user's
+                                              again (completed or
+                                              force-canceled): no callbacks */
     UCT_RC_TM_RECV_SW_WON    = UCS_BIT(6)  /* in the device, but software
                                               gave it a message: DEL posted */
 } uct_rc_tm_recv_flags_t;
@@ -134,6 +141,7 @@ typedef struct uct_rc_tm_recv {
     size_t                    length;
     uint32_t                  lkey;
     uint32_t                  handle;   /* device list handle */
+    unsigned                  ctx_index;/* in tm.ctxs until released */
     unsigned                  flags;    /* uct_rc_tm_recv_flags_t */
     unsigned                  refs;     /* owner + list ops in flight */
 } uct_rc_tm_recv_t;
@@ -184,6 +192,8 @@ typedef struct uct_rc_tm_iface {
     struct {
         ucs_mpool_t           mp;       /* bcopy buffers and op records */
         int                   available;/* sends the send CQ can still take */
+        ucs_list_link_t       ctl_eps;  /* endpoints with control messages
+                                           waiting for credits */
     } tx;
 
     struct {
@@ -207,6 +217,8 @@ typedef struct uct_rc_tm_iface {
         ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
         ucs_queue_head_t      cancel_queue;   /* cancels to report */
         ucs_mpool_t           recv_mp;
+        ucs_ptr_array_t       ctxs;           /* receives whose context is
+                                                 still owed a completion */
         khash_t(uct_rc_tm_bufs) bufs;         /* posted receive buffers */
         uct_rc_tm_rndv_op_t   *rndv_ops;
         unsigned              rndv_free;      /* free list head */
@@ -253,6 +265,10 @@ void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
                                    uct_rc_tm_rndv_op_t *op);
 void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
                                   uct_rc_tm_ep_t *ep, ucs_status_t status);
+/* Control messages (FIN, rendezvous reads) that waited for send credits:
+ * sent as credits return; failed with status when they never will be */
+void uct_rc_tm_tag_ctl_progress(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_ctl_purge(uct_rc_tm_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
                                             uct_tag_t tag, uct_tag_t tag_mask,
                                             const uct_iov_t *iov,

@@ -22,7 +22,7 @@
  *   its owner (the device entry, the software list, a software rendezvous
  *   read) and one per list operation in flight.
  */
-#include "rc_tm_ep.h"
+#include "rc_tm_tag.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -36,25 +36,12 @@ static ucs_mpool_ops_t uct_rc_tm_recv_mpool_ops = {
     .obj_cleanup   = NULL
 };
 
-typedef struct uct_rc_tm_ctx_priv {
-    uct_rc_tm_recv_t *recv;
-} uct_rc_tm_ctx_priv_t;
-
-_Static_assert(sizeof(uct_rc_tm_ctx_priv_t) <= UCT_TAG_PRIV_LEN,
-               "receive state fits in uct_tag_context_t::priv");
-
-static UCS_F_ALWAYS_INLINE uct_rc_tm_ctx_priv_t *
-uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
-{
-    return (uct_rc_tm_ctx_priv_t*)ctx->priv;
-}
-
 static void uct_rc_tm_tag_promote(uct_rc_tm_iface_t *iface);
 
 
 /* ----- receive entries ----- */
 
-static void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
+void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
 {
     ucs_assert(recv->refs > 0);
     if (--recv->refs == 0) {
@@ -64,8 +51,7 @@ static void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
 
 /* The receive can match no more messages: out of the matcher and the set
  * of posted buffers (the user may post the buffer again) */
-static void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface,
-                                  uct_rc_tm_recv_t *recv)
+void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
 {
     khiter_t it;
 
@@ -81,17 +67,27 @@ static void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface,
     recv->flags &= ~UCT_RC_TM_RECV_POSTED;
 }
 
-static void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface,
-                                    uct_rc_tm_recv_t *recv)
+void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
 {
     ucs_list_del(&recv->sw_list);
     recv->flags &= ~UCT_RC_TM_RECV_IN_SW;
     --iface->tm.num_sw;
 }
 
+int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
+                               uct_rc_tm_recv_t *recv)
+{
+    if (recv->flags & UCT_RC_TM_RECV_RELEASED) {
+        return 0;
+    }
+    recv->flags |= UCT_RC_TM_RECV_RELEASED;
+    ucs_ptr_array_remove(&iface->tm.ctxs, recv->ctx_index);
+    return 1;
+}
+
 /* The device no longer holds the entry (consumed or deleted) */
-static void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
-                                        uct_rc_tm_recv_t *recv)
+void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
+                                 uct_rc_tm_recv_t *recv)
 {
     recv->flags &= ~UCT_RC_TM_RECV_IN_DEVICE;
     --iface->tm.num_tags;
@@ -202,7 +198,7 @@ static int uct_rc_tm_tag_post_ordered(uct_rc_tm_iface_t *iface,
     return uct_rc_tm_tag_post_op(iface, opcode, recv, 1);
 }
 
-static void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
+void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
                                    uct_rc_tm_recv_t *recv)
 {
     ++recv->refs; /* the queue's, until the DEL is posted */
@@ -220,7 +216,7 @@ static int uct_rc_tm_tag_count_in_flight(const uct_rc_tm_iface_t *iface)
 }
 
 /* Answers the device's SYNC_REQ */
-static void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
+void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
 {
     if (uct_rc_tm_tag_count_in_flight(iface)) {
         iface->tm.sync_pending = 0;
@@ -288,6 +284,19 @@ static void uct_rc_tm_tag_ops_progress(uct_rc_tm_iface_t *iface)
 
 /* ----- posting and canceling receives ----- */
 
+/* Is ctx posted and not yet completed?  Its priv may hold anything (a
+ * context never posted here): the table checks the index, and the receive
+ * found there must name this very context. */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_tm_tag_ctx_is_posted(uct_rc_tm_iface_t *iface, uct_tag_context_t *ctx)
+{
+    uct_rc_tm_recv_t *recv;
+
+    return ucs_ptr_array_lookup(&iface->tm.ctxs,
+                                uct_rc_tm_ctx_priv(ctx)->index, recv) &&
+           (recv->ctx == ctx);
+}
+
 ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
                                             uct_tag_t tag, uct_tag_t tag_mask,
                                             const uct_iov_t *iov,
@@ -301,15 +310,19 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
 
     UCT_CHECK_IOV_SIZE(iovcnt, 1, "tag_recv_zcopy");
 
-    if (ucs_unlikely((iface->tm.num_sw > 0) ||
-                     (iface->tm.num_tags >=
-                      iface->md->caps.tm.max_num_tags))) {
-        if (iface->tm.num_sw >= iface->config.sw_list_size) {
-            uct_rc_tm_stat(iface, (iface->config.sw_list_size == 0) ?
-                                  UCT_RC_TM_STAT_LIST_FULL :
-                                  UCT_RC_TM_STAT_SW_FULL);
-            return UCS_ERR_EXCEEDS_LIMIT;
-        }
+    /* One limit for both lists (cap.tag.recv.max_outstanding): a slot freed
+     * in either is room for the next receive */
+    if (ucs_unlikely(iface->tm.num_tags + iface->tm.num_sw >=
+                     iface->md->caps.tm.max_num_tags +
+                     iface->config.sw_list_size)) {
+        uct_rc_tm_stat(iface, (iface->config.sw_list_size == 0) ?
+                              UCT_RC_TM_STAT_LIST_FULL :
+                              UCT_RC_TM_STAT_SW_FULL);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    if (ucs_unlikely(uct_rc_tm_tag_ctx_is_posted(iface, ctx))) {
+        return UCS_ERR_ALREADY_EXISTS;
     }
 
     it = kh_put(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)iov->buffer, &ret);
@@ -330,13 +343,15 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
         goto err_no_memory;
     }
 
-    recv->ctx    = ctx;
-    recv->buffer = iov->buffer;
-    recv->length = uct_iov_get_length(iov);
-    recv->lkey   = ((tm_dev_mr_t*)iov->memh)->lkey;
-    recv->flags  = UCT_RC_TM_RECV_POSTED;
-    recv->refs   = 1; /* the device entry or the software list */
-    uct_rc_tm_ctx_priv(ctx)->recv = recv;
+    recv->ctx       = ctx;
+    recv->buffer    = iov->buffer;
+    recv->length    = uct_iov_get_length(iov);
+    recv->lkey      = ((tm_dev_mr_t*)iov->memh)->lkey;
+    recv->flags     = UCT_RC_TM_RECV_POSTED;
+    recv->refs      = 1; /* the device entry or the software list */
+    recv->ctx_index = ucs_ptr_array_insert(&iface->tm.ctxs, recv);
+    uct_rc_tm_ctx_priv(ctx)->recv  = recv;
+    uct_rc_tm_ctx_priv(ctx)->index = recv->ctx_index;
 
     /* The device holds a prefix of the posted receives: straight there only
      * while nothing waits in software */
@@ -346,15 +361,13 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
         return UCS_OK;
     }
 
-    if (iface->tm.num_sw >= iface->config.sw_list_size) {
-        /* No software list, and the device took nothing */
+    if (iface->config.sw_list_size == 0) {
+        /* No software list, and the device, which has room, took nothing:
+         * its list operations are all in flight */
         uct_rc_tm_recv_unpost(iface, recv);
+        uct_rc_tm_recv_release_ctx(iface, recv);
         ucs_mpool_put_inline(recv);
-        if (iface->tm.num_tags < iface->md->caps.tm.max_num_tags) {
-            return UCS_ERR_NO_RESOURCE; /* list operations in flight */
-        }
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_FULL);
-        return UCS_ERR_EXCEEDS_LIMIT;
+        return UCS_ERR_NO_RESOURCE;
     }
 
     if (iface->tm.num_sw == 0) {
@@ -378,20 +391,20 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     uct_rc_tm_recv_t *recv   = uct_rc_tm_ctx_priv(ctx)->recv;
 
-    if (recv->flags & (UCT_RC_TM_RECV_CANCELING | UCT_RC_TM_RECV_FORGOTTEN)) {
+    if (recv->flags & (UCT_RC_TM_RECV_CANCELING | UCT_RC_TM_RECV_RELEASED)) {
         return UCS_OK;
     }
 
     if (force) {
-        /* The user matched this receive itself: never call back for it */
-        recv->flags |= UCT_RC_TM_RECV_FORGOTTEN;
+        /* The user matched this receive itself: never call back for it, and
+         * the context may be posted again at once */
+        uct_rc_tm_recv_release_ctx(iface, recv);
     } else {
         recv->flags |= UCT_RC_TM_RECV_CANCELING;
     }
 
     if (!(recv->flags & UCT_RC_TM_RECV_POSTED)) {
-        /* Already matched: its completion follows (or was dropped when
-         * forgotten) */
+        /* Already matched: its completion follows (none when forced) */
         return UCS_OK;
     }
 
@@ -420,208 +433,13 @@ unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface)
     while (!ucs_queue_is_empty(&iface->tm.cancel_queue)) {
         recv = ucs_queue_pull_elem_non_empty(&iface->tm.cancel_queue,
                                              uct_rc_tm_recv_t, queue);
-        recv->ctx->completed_cb(recv->ctx, recv->match.tag, 0, recv->length,
-                                NULL, UCS_ERR_CANCELED);
-        uct_rc_tm_recv_put(iface, recv);
+        uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
+                                    recv->length, UCS_ERR_CANCELED);
         ++count;
     }
     return count;
 }
 
-
-/* ----- completing receives ----- */
-
-static void uct_rc_tm_tag_send_fin(uct_rc_tm_ep_t *ep, uint32_t app_ctx,
-                                   uint64_t tag)
-{
-    struct ibv_tmh fin;
-    ucs_status_t status;
-
-    uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, app_ctx, tag);
-    status = uct_rc_tm_ep_send_inline(ep, &fin, sizeof(fin), 0, 0);
-    if (status != UCS_OK) {
-        /* The sender cannot be told; its rendezvous send stays pending
-         * until its endpoint is flushed or fails */
-        ucs_error("rc_tm: failed to send rendezvous FIN on qp 0x%x: %s",
-                  ep->qp_num, ucs_status_string(status));
-    }
-}
-
-/* Reports a receive done and drops the owner's reference */
-static void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
-                                        uct_rc_tm_recv_t *recv, uint64_t tag,
-                                        uint64_t imm, size_t length,
-                                        ucs_status_t status)
-{
-    uct_tag_context_t *ctx = recv->ctx;
-
-    uct_rc_tm_recv_unpost(iface, recv);
-    if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-        ctx->completed_cb(ctx, tag, imm, length, NULL, status);
-    }
-    uct_rc_tm_recv_put(iface, recv);
-}
-
-static void uct_rc_tm_tag_rndv_read_done(uct_rc_tm_tx_op_t *op,
-                                         ucs_status_t status)
-{
-    uct_rc_tm_recv_t *recv   = op->recv;
-    uct_rc_tm_ep_t *ep       = op->ep;
-    uct_rc_tm_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                              uct_rc_tm_iface_t);
-
-    if (status == UCS_OK) {
-        uct_rc_tm_tag_send_fin(ep, op->app_ctx, op->tag);
-        if (op->length > recv->length) {
-            status = UCS_ERR_MESSAGE_TRUNCATED;
-        }
-    }
-
-    uct_rc_tm_tag_complete_recv(iface, recv, op->tag, 0,
-                                ucs_min(op->length, recv->length), status);
-    uct_rc_tm_tx_op_release(op);
-}
-
-/* The receive of a rendezvous software finishes: read the data from the
- * sender over the connection the request came on, then FIN.  The owner's
- * reference moves to the read. */
-static void uct_rc_tm_tag_rndv_read(uct_rc_tm_iface_t *iface,
-                                    uct_rc_tm_recv_t *recv, uint32_t qp_num,
-                                    const struct ibv_tmh *tmh,
-                                    const struct ibv_rvh *rvh)
-{
-    uct_rc_tm_ep_t *ep = uct_rc_tm_iface_lookup_ep(iface, qp_num);
-    size_t length      = be32toh(rvh->len);
-    uint64_t tag       = be64toh(tmh->tag);
-    uct_rc_tm_tx_op_t *op;
-    ucs_status_t status;
-
-    if (ep == NULL) {
-        ucs_error("rc_tm: no connection for qp 0x%x to read a rendezvous",
-                  qp_num);
-        status = UCS_ERR_IO_ERROR;
-        goto err;
-    }
-
-    op = uct_rc_tm_iface_get_tx_op(iface);
-    if (op == NULL) {
-        status = UCS_ERR_NO_MEMORY;
-        goto err;
-    }
-
-    op->handler = uct_rc_tm_tag_rndv_read_done;
-    op->comp    = NULL;
-    op->recv    = recv;
-    op->ep      = ep;
-    op->app_ctx = be32toh(tmh->app_ctx);
-    op->tag     = tag;
-    op->length  = length;
-    status = uct_rc_tm_ep_rdma_read(ep, recv->buffer,
-                                    ucs_min(length, recv->length), recv->lkey,
-                                    be64toh(rvh->va), be32toh(rvh->rkey), op);
-    if (status != UCS_OK) {
-        uct_rc_tm_tx_op_release(op);
-        goto err;
-    }
-    return;
-
-err:
-    uct_rc_tm_tag_complete_recv(iface, recv, tag, 0, 0, status);
-}
-
-static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
-                                          uct_rc_tm_recv_t *recv,
-                                          const tm_dev_wc_t *wc)
-{
-    const struct ibv_tmh *tmh = recv->buffer;
-
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
-    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
-        (tmh->opcode != IBV_TMH_RNDV)) {
-        ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
-                  wc->qp_num);
-        uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, 0, 0,
-                                    UCS_ERR_IO_ERROR);
-        return;
-    }
-
-    /* The headers are read before the data overwrites them */
-    uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
-                            (const struct ibv_rvh*)(tmh + 1));
-}
-
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_rc_tm_tag_wc_status(const tm_dev_wc_t *wc)
-{
-    switch (wc->status) {
-    case IBV_WC_SUCCESS:
-        return UCS_OK;
-    case IBV_WC_LOC_LEN_ERR:
-        return UCS_ERR_MESSAGE_TRUNCATED;
-    case IBV_WC_REM_ACCESS_ERR:
-        return UCS_ERR_INVALID_ADDR;
-    default:
-        return UCS_ERR_IO_ERROR;
-    }
-}
-
-static void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
-                                         const tm_dev_wc_t *wc)
-{
-    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
-    int with_imm;
-    uint64_t imm;
-
-    if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
-        /* Cannot happen while every list operation carries the count (the
-         * DEL reaches the device before it is back in phase) */
-        ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
-                  "software had given another message; dropped",
-                  wc->tm_info.tag);
-        return;
-    }
-
-    if (wc->wc_flags & IBV_WC_TM_MATCH) {
-        recv->flags |= UCT_RC_TM_RECV_CONSUMED;
-        uct_rc_tm_recv_unpost(iface, recv);
-        uct_rc_tm_recv_leave_device(iface, recv);
-        if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-            recv->ctx->tag_consumed_cb(recv->ctx);
-        }
-    }
-
-    if (wc->status == IBV_WC_TM_RNDV_INCOMPLETE) {
-        uct_rc_tm_tag_rndv_incomplete(iface, recv, wc);
-        return;
-    }
-
-    if (!(wc->wc_flags & IBV_WC_TM_DATA_VALID) &&
-        (wc->status == IBV_WC_SUCCESS)) {
-        return; /* MATCH only: the data completion follows */
-    }
-
-    with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
-    imm      = with_imm ? (((uint64_t)wc->tm_info.priv << 32) |
-                           be32toh(wc->imm_data)) : 0;
-
-    if (ucs_unlikely(with_imm && (imm == 0))) {
-        /* A software rendezvous request: the payload is the request */
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
-        if (!(recv->flags & UCT_RC_TM_RECV_FORGOTTEN)) {
-            recv->ctx->rndv_cb(recv->ctx, wc->tm_info.tag, recv->buffer,
-                               wc->byte_len, uct_rc_tm_tag_wc_status(wc), 0);
-        }
-        uct_rc_tm_recv_put(iface, recv);
-        return;
-    }
-
-    /* Our rendezvous requests carry a nonzero op id and no immediate data;
-     * eager messages without immediate data carry app_ctx 0 */
-    uct_rc_tm_stat(iface, (!with_imm && (wc->tm_info.priv != 0)) ?
-                          UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
-    uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, imm,
-                                wc->byte_len, uct_rc_tm_tag_wc_status(wc));
-}
 
 static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
                                        const tm_dev_wc_t *wc)
@@ -647,7 +465,7 @@ static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
         if (wc->status == IBV_WC_SUCCESS) {
             uct_rc_tm_recv_leave_device(iface, recv);
             if (recv->flags & (UCT_RC_TM_RECV_SW_WON |
-                               UCT_RC_TM_RECV_FORGOTTEN)) {
+                               UCT_RC_TM_RECV_RELEASED)) {
                 /* Already reported, or never to be */
                 uct_rc_tm_recv_put(iface, recv);
             } else {
@@ -686,212 +504,6 @@ void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc)
     if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ)) {
         uct_rc_tm_tag_post_sync(iface);
     }
-}
-
-
-/* ----- messages the device did not match ----- */
-
-void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
-                                   uct_rc_tm_rndv_op_t *op)
-{
-    op->comp      = NULL;
-    /* a late FIN names the old generation; 0 is skipped so that an op id
-     * is never 0 (which tells a rendezvous from an eager message) */
-    op->gen       = (op->gen == UINT16_MAX) ? 1 : op->gen + 1;
-    op->next_free = iface->tm.rndv_free;
-    iface->tm.rndv_free = op - iface->tm.rndv_ops;
-    --iface->tm.rndv_in_flight;
-}
-
-/* Rendezvous sends whose FIN would come from ep's peer: when the connection
- * failed none will, so they complete with its error; when the endpoint is
- * destroyed (status UCS_OK) they go without a callback, as UCT allows */
-void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
-                                  uct_rc_tm_ep_t *ep, ucs_status_t status)
-{
-    uct_rc_tm_rndv_op_t *op;
-    uct_completion_t *comp;
-    unsigned i;
-
-    for (i = 0; (i < iface->config.rndv_queue_len) &&
-                (iface->tm.rndv_in_flight > 0); ++i) {
-        op = &iface->tm.rndv_ops[i];
-        if ((op->comp == NULL) || (op->ep != ep)) {
-            continue;
-        }
-        comp = op->comp;
-        uct_rc_tm_tag_rndv_op_release(iface, op);
-        if (status != UCS_OK) {
-            uct_invoke_completion(comp, status);
-        }
-    }
-}
-
-static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
-                                     const tm_dev_wc_t *wc,
-                                     const struct ibv_tmh *tmh)
-{
-    uint32_t app_ctx = be32toh(tmh->app_ctx);
-    unsigned index   = app_ctx & UINT16_MAX;
-    uct_rc_tm_rndv_op_t *op;
-    uct_completion_t *comp;
-
-    if (app_ctx == UCT_RC_TM_KEEPALIVE_OP) {
-        return; /* a peer's endpoint check: its arrival was the answer */
-    }
-
-    op = (index < iface->config.rndv_queue_len) ?
-         &iface->tm.rndv_ops[index] : NULL;
-    if ((op == NULL) || (op->gen != (app_ctx >> 16)) || (op->comp == NULL)) {
-        ucs_debug("rc_tm: FIN for unknown or canceled rendezvous 0x%x",
-                  app_ctx);
-        return;
-    }
-
-    /* only the peer the request went to may finish it */
-    if (op->ep != uct_rc_tm_iface_lookup_ep(iface, wc->qp_num)) {
-        ucs_error("rc_tm: dropped FIN for rendezvous 0x%x from qp 0x%x, "
-                  "which it was not sent to", app_ctx, wc->qp_num);
-        return;
-    }
-
-    comp = op->comp;
-    uct_rc_tm_tag_rndv_op_release(iface, op);
-    uct_invoke_completion(comp, UCS_OK);
-}
-
-/* A message the device judged unexpected, given to the first-posted
- * receive that matches it: a software one, or a device one the device could
- * not match yet (added while it was out of phase) */
-static UCS_F_NOINLINE void
-uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
-                       const tm_dev_wc_t *wc, struct ibv_tmh *tmh,
-                       uint64_t imm, int with_imm)
-{
-    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
-    uint64_t tag  = be64toh(tmh->tag);
-
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH);
-    uct_rc_tm_recv_unpost(iface, recv);
-    recv->flags |= UCT_RC_TM_RECV_CONSUMED;
-    if (recv->flags & UCT_RC_TM_RECV_IN_SW) {
-        uct_rc_tm_recv_leave_sw(iface, recv);
-    } else {
-        /* Removed before any operation brings the device back in phase;
-         * the DEL completion drops the device entry */
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_SW_WON);
-        recv->flags |= UCT_RC_TM_RECV_SW_WON;
-        ++recv->refs; /* completion here drops one; the DEL the other */
-        uct_rc_tm_tag_post_del(iface, recv);
-    }
-
-    recv->ctx->tag_consumed_cb(recv->ctx);
-
-    if (tmh->opcode == IBV_TMH_RNDV) {
-        uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
-                                (const struct ibv_rvh*)(tmh + 1));
-    } else if (with_imm && (imm == 0)) {
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
-        recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK, 0);
-        uct_rc_tm_recv_put(iface, recv);
-    } else {
-        memcpy(recv->buffer, tmh + 1, ucs_min(length, recv->length));
-        uct_rc_tm_tag_complete_recv(iface, recv, tag, imm,
-                                    ucs_min(length, recv->length),
-                                    (length > recv->length) ?
-                                    UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
-    }
-}
-
-static ucs_status_t uct_rc_tm_tag_unexp_rndv(uct_rc_tm_iface_t *iface,
-                                             const tm_dev_wc_t *wc,
-                                             struct ibv_tmh *tmh)
-{
-    const struct ibv_rvh *rvh = (const struct ibv_rvh*)(tmh + 1);
-    uct_rc_tm_packed_rkey_t rkey_buf;
-
-    rkey_buf.magic = UCT_RC_TM_RKEY_MAGIC;
-    rkey_buf.rkey  = be32toh(rvh->rkey);
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_UNEXP);
-    iface->tm.rndv_cb(iface->tm.rndv_arg, 0, be64toh(tmh->tag), rvh + 1,
-                      wc->byte_len - UCT_RC_TM_RNDV_HDR_LEN,
-                      be64toh(rvh->va), be32toh(rvh->len), &rkey_buf);
-    return UCS_OK;
-}
-
-static ucs_status_t uct_rc_tm_tag_unexp_eager(uct_rc_tm_iface_t *iface,
-                                              const tm_dev_wc_t *wc,
-                                              struct ibv_tmh *tmh,
-                                              uint64_t imm, int with_imm)
-{
-    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
-    void *context;
-
-    if (ucs_unlikely(with_imm && (imm == 0))) {
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_UNEXP);
-        iface->tm.rndv_cb(iface->tm.rndv_arg, 0, be64toh(tmh->tag), tmh + 1,
-                          length, 0, 0, NULL);
-        return UCS_OK;
-    }
-
-    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_EAGER_UNEXP);
-    uct_rc_tm_iface_set_release_desc(iface, tmh + 1);
-    return iface->tm.eager_cb(iface->tm.eager_arg, tmh + 1, length,
-                              UCT_CB_PARAM_FLAG_FIRST | UCT_CB_PARAM_FLAG_DESC,
-                              be64toh(tmh->tag), imm, &context);
-}
-
-ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
-                                        const tm_dev_wc_t *wc,
-                                        struct ibv_tmh *tmh)
-{
-    int with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
-    tm_matcher_entry_t *entry;
-    ucs_status_t status;
-    uint64_t imm;
-
-    if (tmh->opcode == IBV_TMH_FIN) {
-        uct_rc_tm_tag_handle_fin(iface, wc, tmh);
-        return UCS_OK;
-    }
-
-    if (ucs_unlikely(!iface->tm.enabled ||
-                     ((tmh->opcode != IBV_TMH_EAGER) &&
-                      (tmh->opcode != IBV_TMH_RNDV)) ||
-                     ((tmh->opcode == IBV_TMH_RNDV) &&
-                      (wc->byte_len < UCT_RC_TM_RNDV_HDR_LEN)))) {
-        ucs_error("rc_tm: dropped tagged message (opcode %u, %u bytes) on "
-                  "qp 0x%x: %s", tmh->opcode, wc->byte_len, wc->qp_num,
-                  iface->tm.enabled ? "malformed" :
-                  "tag offload is not enabled");
-        return UCS_OK;
-    }
-
-    /* Counted before anything else: whatever is posted from here on must
-     * carry a count that includes this message */
-    ++iface->tm.unexpected_cnt;
-    imm = with_imm ? (((uint64_t)be32toh(tmh->app_ctx) << 32) |
-                      be32toh(wc->imm_data)) : 0;
-
-    entry = tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
-    if (ucs_unlikely(entry != NULL)) {
-        uct_rc_tm_tag_sw_match(iface, entry->arg, wc, tmh, imm, with_imm);
-        status = UCS_OK;
-    } else if (tmh->opcode == IBV_TMH_EAGER) {
-        status = uct_rc_tm_tag_unexp_eager(iface, wc, tmh, imm, with_imm);
-    } else {
-        status = uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
-    }
-
-    /* The device is out of phase and asks for the count.  A list operation
-     * in flight brings it, or asks again when it completes; with none,
-     * nothing would ever bring the device back in phase.  Posted after the
-     * DEL of a receive won above, as every operation is. */
-    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ) &&
-        (iface->tm.ops_in_flight == 0)) {
-        uct_rc_tm_tag_post_sync(iface);
-    }
-    return status;
 }
 
 
@@ -965,6 +577,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     ucs_queue_head_init(&iface->tm.del_queue);
     ucs_queue_head_init(&iface->tm.cancel_queue);
     kh_init_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
+    ucs_ptr_array_init(&iface->tm.ctxs, "rc_tm_tag_ctxs");
 
     if (tm_matcher_init(&iface->tm.matcher, &iface->tm.seq) != 0) {
         status = UCS_ERR_NO_MEMORY;
@@ -999,6 +612,7 @@ err_mp:
 err_matcher:
     tm_matcher_cleanup(&iface->tm.matcher);
 err:
+    ucs_ptr_array_cleanup(&iface->tm.ctxs, 0);
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
     return status;
 }
@@ -1009,5 +623,7 @@ void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface)
     /* Entries the device still held go with the SRQ */
     ucs_mpool_cleanup(&iface->tm.recv_mp, 0);
     tm_matcher_cleanup(&iface->tm.matcher);
+    /* Contexts still posted are the user's again: the interface is gone */
+    ucs_ptr_array_cleanup(&iface->tm.ctxs, 0);
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
 }

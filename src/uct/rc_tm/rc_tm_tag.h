@@ -1,0 +1,52 @@
+/*
+ * rc_tm tag offload: what its two halves share.  rc_tm_tag.c keeps the
+ * posted receives and the device's list (posting, cancel, list operations,
+ * phase); rc_tm_tag_rx.c handles the messages (device-matched completions,
+ * software matching of unexpected messages, rendezvous finished in
+ * software, FINs).
+ */
+#ifndef UCT_RC_TM_TAG_H_
+#define UCT_RC_TM_TAG_H_
+
+#include "rc_tm_ep.h"
+
+/* What a posted context holds: the receive, and its index in the table of
+ * contexts still owed a completion (which tells a context posted twice) */
+typedef struct uct_rc_tm_ctx_priv {
+    uct_rc_tm_recv_t *recv;
+    unsigned         index;
+} uct_rc_tm_ctx_priv_t;
+
+_Static_assert(sizeof(uct_rc_tm_ctx_priv_t) <= UCT_TAG_PRIV_LEN,
+               "receive state fits in uct_tag_context_t::priv");
+
+static UCS_F_ALWAYS_INLINE uct_rc_tm_ctx_priv_t *
+uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
+{
+    return (uct_rc_tm_ctx_priv_t*)ctx->priv;
+}
+
+/* Receive entries (rc_tm_tag.c) */
+void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
+void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
+void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
+void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
+                                 uct_rc_tm_recv_t *recv);
+/* The context is owed nothing more and may be posted again; returns 0 when
+ * it had been released already (force-canceled: no callbacks) */
+int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
+                               uct_rc_tm_recv_t *recv);
+
+/* List operations (rc_tm_tag.c) */
+void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
+void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface);
+
+/* Messages (rc_tm_tag_rx.c) */
+void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
+                                 uct_rc_tm_recv_t *recv, uint64_t tag,
+                                 uint64_t imm, size_t length,
+                                 ucs_status_t status);
+void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
+                                  const tm_dev_wc_t *wc);
+
+#endif

@@ -1,0 +1,538 @@
+/*
+ * rc_tm tag offload, the message side: completions of receives the device
+ * matched, rendezvous finished in software (read, then FIN), messages the
+ * device judged unexpected (matched in software against the shadow list,
+ * or given to the user's unexpected callbacks), and the FINs that complete
+ * our rendezvous sends.  The list side is rc_tm_tag.c.
+ */
+#include "rc_tm_tag.h"
+
+#include <ucs/debug/log.h>
+
+/* ----- completing receives ----- */
+
+/* Reports a receive done and drops the owner's reference */
+void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
+                                        uct_rc_tm_recv_t *recv, uint64_t tag,
+                                        uint64_t imm, size_t length,
+                                        ucs_status_t status)
+{
+    uct_tag_context_t *ctx = recv->ctx;
+
+    uct_rc_tm_recv_unpost(iface, recv);
+    /* Released first: the callback may post the context again */
+    if (uct_rc_tm_recv_release_ctx(iface, recv)) {
+        ctx->completed_cb(ctx, tag, imm, length, NULL, status);
+    }
+    uct_rc_tm_recv_put(iface, recv);
+}
+
+/* ----- control messages: rendezvous reads and FINs ----- */
+
+/* A control message that found no send credit waits in an op record on its
+ * endpoint's ctl_queue, before any later user send; a read names its
+ * receive, a FIN names none */
+static void uct_rc_tm_tag_ctl_queue(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
+{
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+
+    if (ucs_queue_is_empty(&ep->ctl_queue)) {
+        ucs_list_add_tail(&iface->tx.ctl_eps, &ep->ctl_link);
+    }
+    ucs_queue_push(&ep->ctl_queue, &op->queue);
+}
+
+static ucs_status_t uct_rc_tm_tag_ctl_post(uct_rc_tm_ep_t *ep,
+                                           uct_rc_tm_tx_op_t *op)
+{
+    struct ibv_tmh fin;
+    ucs_status_t status;
+
+    if (op->recv != NULL) {
+        /* the read's op record goes to the endpoint's sends */
+        return uct_rc_tm_ep_rdma_read(ep, op->recv->buffer,
+                                      ucs_min(op->length, op->recv->length),
+                                      op->recv->lkey, op->remote_addr,
+                                      op->rkey, op);
+    }
+
+    uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, op->app_ctx, op->tag);
+    status = uct_rc_tm_ep_send_ctl(ep, &fin, sizeof(fin));
+    if (status == UCS_OK) {
+        uct_rc_tm_tx_op_release(op);
+    }
+    return status;
+}
+
+/* A control message that will never go: its receive fails with status */
+static void uct_rc_tm_tag_ctl_fail(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op,
+                                   ucs_status_t status)
+{
+    if (op->recv != NULL) {
+        uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(ep), op->recv, op->tag,
+                                    0, 0, status);
+    } else if (status != UCS_ERR_CANCELED) {
+        /* The sender cannot be told; its rendezvous send waits until its
+         * endpoint fails or is canceled */
+        ucs_error("rc_tm: failed to send rendezvous FIN on qp 0x%x: %s",
+                  ep->qp_num, ucs_status_string(status));
+    }
+    uct_rc_tm_tx_op_release(op);
+}
+
+/* Posts a control message now, or after those already waiting */
+static void uct_rc_tm_tag_ctl_start(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
+{
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
+
+    if (ucs_queue_is_empty(&ep->ctl_queue)) {
+        status = uct_rc_tm_tag_ctl_post(ep, op);
+    }
+    if (status == UCS_ERR_NO_RESOURCE) {
+        uct_rc_tm_tag_ctl_queue(ep, op);
+    } else if (status != UCS_OK) {
+        uct_rc_tm_tag_ctl_fail(ep, op, status);
+    }
+}
+
+static void uct_rc_tm_tag_ctl_progress_ep(uct_rc_tm_ep_t *ep)
+{
+    uct_rc_tm_tx_op_t *op;
+    ucs_status_t status;
+
+    while (!ucs_queue_is_empty(&ep->ctl_queue)) {
+        op     = ucs_queue_pull_elem_non_empty(&ep->ctl_queue,
+                                               uct_rc_tm_tx_op_t, queue);
+        status = uct_rc_tm_tag_ctl_post(ep, op);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            ucs_queue_push_head(&ep->ctl_queue, &op->queue);
+            return;
+        } else if (status != UCS_OK) {
+            uct_rc_tm_tag_ctl_fail(ep, op, status);
+        }
+    }
+    ucs_list_del(&ep->ctl_link);
+    /* user sends waited behind them */
+    ucs_arbiter_group_schedule(&uct_rc_tm_ep_iface(ep)->arbiter,
+                               &ep->arb_group);
+}
+
+void uct_rc_tm_tag_ctl_progress(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->tx.ctl_eps, ctl_link) {
+        uct_rc_tm_tag_ctl_progress_ep(ep);
+    }
+}
+
+void uct_rc_tm_tag_ctl_purge(uct_rc_tm_ep_t *ep, ucs_status_t status)
+{
+    uct_rc_tm_tx_op_t *op;
+
+    if (ucs_queue_is_empty(&ep->ctl_queue)) {
+        return;
+    }
+    ucs_list_del(&ep->ctl_link);
+    while (!ucs_queue_is_empty(&ep->ctl_queue)) {
+        op = ucs_queue_pull_elem_non_empty(&ep->ctl_queue, uct_rc_tm_tx_op_t,
+                                           queue);
+        uct_rc_tm_tag_ctl_fail(ep, op, status);
+    }
+}
+
+/* FIN: the rendezvous the sender asked for is done */
+static void uct_rc_tm_tag_send_fin(uct_rc_tm_ep_t *ep, uint32_t app_ctx,
+                                   uint64_t tag)
+{
+    struct ibv_tmh fin;
+    uct_rc_tm_tx_op_t *op;
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
+
+    if (ucs_likely(ucs_queue_is_empty(&ep->ctl_queue))) {
+        uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, app_ctx, tag);
+        status = uct_rc_tm_ep_send_ctl(ep, &fin, sizeof(fin));
+        if (ucs_likely(status == UCS_OK)) {
+            return;
+        }
+    }
+
+    op = uct_rc_tm_iface_get_tx_op(uct_rc_tm_ep_iface(ep));
+    if (op == NULL) {
+        ucs_error("rc_tm: no memory to queue a rendezvous FIN on qp 0x%x",
+                  ep->qp_num);
+        return;
+    }
+    op->recv    = NULL;
+    op->ep      = ep;
+    op->app_ctx = app_ctx;
+    op->tag     = tag;
+    if (status == UCS_ERR_NO_RESOURCE) {
+        uct_rc_tm_tag_ctl_queue(ep, op);
+    } else {
+        uct_rc_tm_tag_ctl_fail(ep, op, status);
+    }
+}
+
+static void uct_rc_tm_tag_rndv_read_done(uct_rc_tm_tx_op_t *op,
+                                         ucs_status_t status)
+{
+    uct_rc_tm_recv_t *recv = op->recv;
+    uct_rc_tm_ep_t *ep     = op->ep;
+
+    if (status == UCS_OK) {
+        uct_rc_tm_tag_send_fin(ep, op->app_ctx, op->tag);
+        if (op->length > recv->length) {
+            status = UCS_ERR_MESSAGE_TRUNCATED;
+        }
+    }
+
+    uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(ep), recv, op->tag, 0,
+                                ucs_min(op->length, recv->length), status);
+    uct_rc_tm_tx_op_release(op);
+}
+
+/* The receive of a rendezvous software finishes: read the data from the
+ * sender over the connection the request came on, then FIN.  The owner's
+ * reference moves to the read. */
+static void uct_rc_tm_tag_rndv_read(uct_rc_tm_iface_t *iface,
+                                    uct_rc_tm_recv_t *recv, uint32_t qp_num,
+                                    const struct ibv_tmh *tmh,
+                                    const struct ibv_rvh *rvh)
+{
+    uct_rc_tm_ep_t *ep = uct_rc_tm_iface_lookup_ep(iface, qp_num);
+    uint64_t tag       = be64toh(tmh->tag);
+    uct_rc_tm_tx_op_t *op;
+    ucs_status_t status;
+
+    if (ep == NULL) {
+        ucs_error("rc_tm: no connection for qp 0x%x to read a rendezvous",
+                  qp_num);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    op = uct_rc_tm_iface_get_tx_op(iface);
+    if (op == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+
+    op->handler     = uct_rc_tm_tag_rndv_read_done;
+    op->comp        = NULL;
+    op->recv        = recv;
+    op->ep          = ep;
+    op->app_ctx     = be32toh(tmh->app_ctx);
+    op->tag         = tag;
+    op->length      = be32toh(rvh->len);
+    op->remote_addr = be64toh(rvh->va);
+    op->rkey        = be32toh(rvh->rkey);
+    uct_rc_tm_tag_ctl_start(ep, op);
+    return;
+
+err:
+    uct_rc_tm_tag_complete_recv(iface, recv, tag, 0, 0, status);
+}
+
+static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
+                                          uct_rc_tm_recv_t *recv,
+                                          const tm_dev_wc_t *wc)
+{
+    const struct ibv_tmh *tmh = recv->buffer;
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
+    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
+        (tmh->opcode != IBV_TMH_RNDV)) {
+        ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
+                  wc->qp_num);
+        uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, 0, 0,
+                                    UCS_ERR_IO_ERROR);
+        return;
+    }
+
+    /* The headers are read before the data overwrites them */
+    uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
+                            (const struct ibv_rvh*)(tmh + 1));
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_tag_wc_status(const tm_dev_wc_t *wc)
+{
+    switch (wc->status) {
+    case IBV_WC_SUCCESS:
+        return UCS_OK;
+    case IBV_WC_LOC_LEN_ERR:
+        return UCS_ERR_MESSAGE_TRUNCATED;
+    case IBV_WC_REM_ACCESS_ERR:
+        return UCS_ERR_INVALID_ADDR;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
+                                         const tm_dev_wc_t *wc)
+{
+    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
+    int with_imm;
+    uint64_t imm;
+
+    if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
+        /* Cannot happen while every list operation carries the count (the
+         * DEL reaches the device before it is back in phase) */
+        ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
+                  "software had given another message; dropped",
+                  wc->tm_info.tag);
+        return;
+    }
+
+    if (wc->wc_flags & IBV_WC_TM_MATCH) {
+        recv->flags |= UCT_RC_TM_RECV_CONSUMED;
+        uct_rc_tm_recv_unpost(iface, recv);
+        uct_rc_tm_recv_leave_device(iface, recv);
+        if (!(recv->flags & UCT_RC_TM_RECV_RELEASED)) {
+            recv->ctx->tag_consumed_cb(recv->ctx);
+        }
+    }
+
+    if (wc->status == IBV_WC_TM_RNDV_INCOMPLETE) {
+        uct_rc_tm_tag_rndv_incomplete(iface, recv, wc);
+        return;
+    }
+
+    if (!(wc->wc_flags & IBV_WC_TM_DATA_VALID) &&
+        (wc->status == IBV_WC_SUCCESS)) {
+        return; /* MATCH only: the data completion follows */
+    }
+
+    with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
+    imm      = with_imm ? (((uint64_t)wc->tm_info.priv << 32) |
+                           be32toh(wc->imm_data)) : 0;
+
+    if (ucs_unlikely(with_imm && (imm == 0))) {
+        /* A software rendezvous request: the payload is the request */
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
+        if (uct_rc_tm_recv_release_ctx(iface, recv)) {
+            recv->ctx->rndv_cb(recv->ctx, wc->tm_info.tag, recv->buffer,
+                               wc->byte_len, uct_rc_tm_tag_wc_status(wc), 0);
+        }
+        uct_rc_tm_recv_put(iface, recv);
+        return;
+    }
+
+    /* Our rendezvous requests carry a nonzero op id and no immediate data;
+     * eager messages without immediate data carry app_ctx 0 */
+    uct_rc_tm_stat(iface, (!with_imm && (wc->tm_info.priv != 0)) ?
+                          UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
+    uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, imm,
+                                wc->byte_len, uct_rc_tm_tag_wc_status(wc));
+}
+
+/* ----- messages the device did not match ----- */
+
+void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,
+                                   uct_rc_tm_rndv_op_t *op)
+{
+    op->comp      = NULL;
+    /* a late FIN names the old generation; 0 is skipped so that an op id
+     * is never 0 (which tells a rendezvous from an eager message) */
+    op->gen       = (op->gen == UINT16_MAX) ? 1 : op->gen + 1;
+    op->next_free = iface->tm.rndv_free;
+    iface->tm.rndv_free = op - iface->tm.rndv_ops;
+    --iface->tm.rndv_in_flight;
+}
+
+/* Rendezvous sends whose FIN would come from ep's peer: none will once the
+ * connection failed (they complete with its error) or the endpoint is
+ * destroyed (UCS_ERR_CANCELED); with UCS_OK, at interface close, they go
+ * without a callback */
+void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
+                                  uct_rc_tm_ep_t *ep, ucs_status_t status)
+{
+    uct_rc_tm_rndv_op_t *op;
+    uct_completion_t *comp;
+    unsigned i;
+
+    for (i = 0; (i < iface->config.rndv_queue_len) &&
+                (iface->tm.rndv_in_flight > 0); ++i) {
+        op = &iface->tm.rndv_ops[i];
+        if ((op->comp == NULL) || (op->ep != ep)) {
+            continue;
+        }
+        comp = op->comp;
+        uct_rc_tm_tag_rndv_op_release(iface, op);
+        if (status != UCS_OK) {
+            uct_invoke_completion(comp, status);
+        }
+    }
+}
+
+static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
+                                     const tm_dev_wc_t *wc,
+                                     const struct ibv_tmh *tmh)
+{
+    uint32_t app_ctx = be32toh(tmh->app_ctx);
+    unsigned index   = app_ctx & UINT16_MAX;
+    uct_rc_tm_rndv_op_t *op;
+    uct_completion_t *comp;
+
+    if (app_ctx == UCT_RC_TM_KEEPALIVE_OP) {
+        return; /* a peer's endpoint check: its arrival was the answer */
+    }
+
+    op = (index < iface->config.rndv_queue_len) ?
+         &iface->tm.rndv_ops[index] : NULL;
+    if ((op == NULL) || (op->gen != (app_ctx >> 16)) || (op->comp == NULL)) {
+        ucs_debug("rc_tm: FIN for unknown or canceled rendezvous 0x%x",
+                  app_ctx);
+        return;
+    }
+
+    /* only the peer the request went to may finish it */
+    if (op->ep != uct_rc_tm_iface_lookup_ep(iface, wc->qp_num)) {
+        ucs_error("rc_tm: dropped FIN for rendezvous 0x%x from qp 0x%x, "
+                  "which it was not sent to", app_ctx, wc->qp_num);
+        return;
+    }
+
+    comp = op->comp;
+    uct_rc_tm_tag_rndv_op_release(iface, op);
+    uct_invoke_completion(comp, UCS_OK);
+}
+
+/* A message the device judged unexpected, given to the first-posted
+ * receive that matches it: a software one, or a device one the device could
+ * not match yet (added while it was out of phase) */
+static UCS_F_NOINLINE void
+uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
+                       const tm_dev_wc_t *wc, struct ibv_tmh *tmh,
+                       uint64_t imm, int with_imm)
+{
+    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
+    uint64_t tag  = be64toh(tmh->tag);
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH);
+    uct_rc_tm_recv_unpost(iface, recv);
+    recv->flags |= UCT_RC_TM_RECV_CONSUMED;
+    if (recv->flags & UCT_RC_TM_RECV_IN_SW) {
+        uct_rc_tm_recv_leave_sw(iface, recv);
+    } else {
+        /* Removed before any operation brings the device back in phase;
+         * the DEL completion drops the device entry */
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_SW_WON);
+        recv->flags |= UCT_RC_TM_RECV_SW_WON;
+        ++recv->refs; /* completion here drops one; the DEL the other */
+        uct_rc_tm_tag_post_del(iface, recv);
+    }
+
+    recv->ctx->tag_consumed_cb(recv->ctx);
+
+    if (tmh->opcode == IBV_TMH_RNDV) {
+        uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
+                                (const struct ibv_rvh*)(tmh + 1));
+    } else if (with_imm && (imm == 0)) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
+        uct_rc_tm_recv_release_ctx(iface, recv);
+        recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK, 0);
+        uct_rc_tm_recv_put(iface, recv);
+    } else {
+        memcpy(recv->buffer, tmh + 1, ucs_min(length, recv->length));
+        uct_rc_tm_tag_complete_recv(iface, recv, tag, imm,
+                                    ucs_min(length, recv->length),
+                                    (length > recv->length) ?
+                                    UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
+    }
+}
+
+static ucs_status_t uct_rc_tm_tag_unexp_rndv(uct_rc_tm_iface_t *iface,
+                                             const tm_dev_wc_t *wc,
+                                             struct ibv_tmh *tmh)
+{
+    const struct ibv_rvh *rvh = (const struct ibv_rvh*)(tmh + 1);
+    uct_rc_tm_packed_rkey_t rkey_buf;
+
+    rkey_buf.magic = UCT_RC_TM_RKEY_MAGIC;
+    rkey_buf.rkey  = be32toh(rvh->rkey);
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_UNEXP);
+    iface->tm.rndv_cb(iface->tm.rndv_arg, 0, be64toh(tmh->tag), rvh + 1,
+                      wc->byte_len - UCT_RC_TM_RNDV_HDR_LEN,
+                      be64toh(rvh->va), be32toh(rvh->len), &rkey_buf);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_rc_tm_tag_unexp_eager(uct_rc_tm_iface_t *iface,
+                                              const tm_dev_wc_t *wc,
+                                              struct ibv_tmh *tmh,
+                                              uint64_t imm, int with_imm)
+{
+    size_t length = wc->byte_len - UCT_RC_TM_TMH_LEN;
+    void *context;
+
+    if (ucs_unlikely(with_imm && (imm == 0))) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_UNEXP);
+        iface->tm.rndv_cb(iface->tm.rndv_arg, 0, be64toh(tmh->tag), tmh + 1,
+                          length, 0, 0, NULL);
+        return UCS_OK;
+    }
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_EAGER_UNEXP);
+    uct_rc_tm_iface_set_release_desc(iface, tmh + 1);
+    return iface->tm.eager_cb(iface->tm.eager_arg, tmh + 1, length,
+                              UCT_CB_PARAM_FLAG_FIRST | UCT_CB_PARAM_FLAG_DESC,
+                              be64toh(tmh->tag), imm, &context);
+}
+
+ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
+                                        const tm_dev_wc_t *wc,
+                                        struct ibv_tmh *tmh)
+{
+    int with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
+    tm_matcher_entry_t *entry;
+    ucs_status_t status;
+    uint64_t imm;
+
+    if (tmh->opcode == IBV_TMH_FIN) {
+        uct_rc_tm_tag_handle_fin(iface, wc, tmh);
+        return UCS_OK;
+    }
+
+    if (ucs_unlikely(!iface->tm.enabled ||
+                     ((tmh->opcode != IBV_TMH_EAGER) &&
+                      (tmh->opcode != IBV_TMH_RNDV)) ||
+                     ((tmh->opcode == IBV_TMH_RNDV) &&
+                      (wc->byte_len < UCT_RC_TM_RNDV_HDR_LEN)))) {
+        ucs_error("rc_tm: dropped tagged message (opcode %u, %u bytes) on "
+                  "qp 0x%x: %s", tmh->opcode, wc->byte_len, wc->qp_num,
+                  iface->tm.enabled ? "malformed" :
+                  "tag offload is not enabled");
+        return UCS_OK;
+    }
+
+    /* Counted before anything else: whatever is posted from here on must
+     * carry a count that includes this message */
+    ++iface->tm.unexpected_cnt;
+    imm = with_imm ? (((uint64_t)be32toh(tmh->app_ctx) << 32) |
+                      be32toh(wc->imm_data)) : 0;
+
+    entry = tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
+    if (ucs_unlikely(entry != NULL)) {
+        uct_rc_tm_tag_sw_match(iface, entry->arg, wc, tmh, imm, with_imm);
+        status = UCS_OK;
+    } else if (tmh->opcode == IBV_TMH_EAGER) {
+        status = uct_rc_tm_tag_unexp_eager(iface, wc, tmh, imm, with_imm);
+    } else {
+        status = uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
+    }
+
+    /* The device is out of phase and asks for the count.  A list operation
+     * in flight brings it, or asks again when it completes; with none,
+     * nothing would ever bring the device back in phase.  Posted after the
+     * DEL of a receive won above, as every operation is. */
+    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ) &&
+        (iface->tm.ops_in_flight == 0)) {
+        uct_rc_tm_tag_post_sync(iface);
+    }
+    return status;
+}
+
+
