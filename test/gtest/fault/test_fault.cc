@@ -971,6 +971,9 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
         progress();
     }
     EXPECT_FALSE(comp.done) << "FIN for a rendezvous that failed";
+    destroy_eps(m_sender);
+    EXPECT_TRUE(comp.done) << "the endpoint's destruction completes it";
+    EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
 }
 
 

@@ -330,6 +330,14 @@ void uct_fixture::connect(entity &a, entity &b)
     b.eps.push_back(ep_b);
 }
 
+void uct_fixture::destroy_eps(entity &e)
+{
+    for (uct_ep_h ep : e.eps) {
+        uct_ep_destroy(ep);
+    }
+    e.eps.clear();
+}
+
 static void close_entity(entity &e, size_t rx_headroom)
 {
     for (void *data : e.am_kept) {

@@ -98,6 +98,10 @@ protected:
     ucs_status_t open_iface(entity &e, const config_t &iface_config,
                             uint64_t features);
     void connect(entity &a, entity &b);
+    /* Destroys e's endpoints: whatever they still owe completes now (with
+     * UCS_ERR_CANCELED), so completions on the test's stack must outlive
+     * this call */
+    void destroy_eps(entity &e);
     void close();
 
     void progress();
