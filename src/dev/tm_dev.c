@@ -1,19 +1,14 @@
 /*
- * Device registry: every built backend, TM-capable NICs first, so that the
- * software device is what remains where no TM NIC exists.
+ * Device layer: logging, for the verbs backend and the software NIC under
+ * it (which logs through the same hook).
  */
 #include "tm_dev.h"
 
-#include <errno.h>
+#include <softnic/softnic.h>
+
 #include <stdio.h>
-#include <string.h>
 
 static tm_dev_log_func_t tm_dev_log_func;
-
-void tm_dev_set_log_func(tm_dev_log_func_t func)
-{
-    tm_dev_log_func = func;
-}
 
 void tm_dev_log(tm_dev_log_level_t level, const char *file, int line,
                 const char *fmt, ...)
@@ -31,35 +26,23 @@ void tm_dev_log(tm_dev_log_level_t level, const char *file, int line,
     va_end(ap);
 }
 
-static const tm_dev_ops_t *const tm_dev_backends[] = {
-#ifdef HAVE_TM_DEV_VERBS
-    &tm_dev_verbs_ops,
-#endif
-    &tm_dev_soft_ops,
-};
-
-unsigned tm_dev_list(tm_dev_info_t *info, unsigned max)
+/* The software NIC's messages, prefixed with what they come from */
+static void tm_dev_softnic_log(softnic_log_level_t level, const char *fmt,
+                               va_list ap)
 {
-    unsigned count = 0;
-    size_t i;
+    static const tm_dev_log_level_t levels[] = {
+        [SOFTNIC_LOG_ERROR] = TM_DEV_LOG_ERROR,
+        [SOFTNIC_LOG_WARN]  = TM_DEV_LOG_WARN,
+        [SOFTNIC_LOG_DEBUG] = TM_DEV_LOG_DEBUG
+    };
+    char msg[512];
 
-    for (i = 0; i < sizeof(tm_dev_backends) / sizeof(tm_dev_backends[0]); ++i) {
-        tm_dev_backends[i]->list(info, max, &count);
-    }
-    return count;
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    tm_dev_log(levels[level], "softnic", 0, "softnic: %s", msg);
 }
 
-int tm_dev_find(const char *name, tm_dev_info_t *info)
+void tm_dev_set_log_func(tm_dev_log_func_t func)
 {
-    tm_dev_info_t list[16];
-    unsigned count, i;
-
-    count = tm_dev_list(list, sizeof(list) / sizeof(list[0]));
-    for (i = 0; i < count; ++i) {
-        if (!strcmp(list[i].name, name)) {
-            *info = list[i];
-            return 0;
-        }
-    }
-    return ENODEV;
+    tm_dev_log_func = func;
+    softnic_set_log((func != NULL) ? tm_dev_softnic_log : NULL);
 }

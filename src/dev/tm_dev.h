@@ -1,15 +1,14 @@
 /*
- * Tag-matching device interface.
+ * Tag-matching device layer.
  *
- * What the rc_tm transport needs of a device with a tag-matching shared
- * receive queue (TM-SRQ).  Work requests and completions are rdma-core's own
- * structures (struct ibv_ops_wr, ibv_recv_wr, ibv_send_wr, ibv_tmh/ibv_rvh on
- * the wire, IBV_WC_TM_* opcodes and flags, struct ibv_wc_tm_info), so the
- * code that speaks tag matching is the same whichever backend is underneath;
- * only the entry points below differ.
- *
- * Backends: "verbs" (rdma-core, real TM-capable NICs) and "soft" (a software
- * TM-SRQ device over shared memory).  This layer knows nothing of UCT or UCP.
+ * What the rc_tm transport needs of a NIC with a tag-matching shared
+ * receive queue (TM-SRQ), implemented by one backend (src/dev/verbs) that
+ * speaks rdma-core's API only: the same functions drive a ConnectX NIC
+ * through libibverbs and the software NIC (src/softnic) through the
+ * rdma-core objects it presents.  Work requests and completions are
+ * rdma-core's own structures (struct ibv_ops_wr, ibv_recv_wr, ibv_send_wr,
+ * ibv_tmh/ibv_rvh on the wire, IBV_WC_TM_* opcodes and flags, struct
+ * ibv_wc_tm_info).  This layer knows nothing of UCT or UCP.
  *
  * Conventions: functions returning int return 0 or a positive errno value
  * (as rdma-core's ibv_post_* do); poll returns a count or a negative errno.
@@ -33,24 +32,29 @@ extern "C" {
 #define TM_DEV_ADDR_MAX      64   /* largest packed device / connection address */
 
 typedef struct tm_dev          tm_dev_t;
-typedef struct tm_dev_mr       tm_dev_mr_t;
 typedef struct tm_dev_cq       tm_dev_cq_t;
 typedef struct tm_dev_srq      tm_dev_srq_t;
 typedef struct tm_dev_conn     tm_dev_conn_t;
-typedef struct tm_dev_ops      tm_dev_ops_t;
+typedef struct tm_verbs_lib    tm_verbs_lib_t;
+
+/* A registered memory region is rdma-core's own (lkey, rkey, addr, length):
+ * nothing wraps it, so registering allocates nothing of ours */
+typedef struct ibv_mr          tm_dev_mr_t;
 
 
 /* A device as listed by tm_dev_list() */
 typedef struct tm_dev_info {
-    char                name[TM_DEV_NAME_MAX];   /* "soft", "mlx5_0", ... */
-    const tm_dev_ops_t  *ops;                    /* backend that drives it */
+    char                 name[TM_DEV_NAME_MAX];  /* "mlx5_0", "soft" */
+    const tm_verbs_lib_t *lib;                   /* what opens it: libibverbs
+                                                    or the software NIC */
 } tm_dev_info_t;
 
 
 /*
- * Settings a backend may honour when a device is opened.  The soft device
- * honours all of them; the verbs backend clamps to what the NIC reports.
- * Zero means "backend default".
+ * Settings asked of a device when it is opened; zero means "default".
+ * Each is clamped to what the NIC reports.  eager_packet_size and
+ * max_msg_size apply to the software NIC only (a NIC's packet is its MTU,
+ * its largest message its port's).
  */
 typedef struct tm_dev_attr {
     uint32_t            max_num_tags;       /* matching list size */
@@ -82,26 +86,21 @@ typedef struct tm_dev_caps {
 
 /* tm_dev_caps_t::flags */
 enum {
-    /* connect_to_srq: a connection the remote software does not set up */
+    /* tm_dev_connect_to_srq(): a connection the remote software does not
+     * set up (the software NIC's extension) */
     TM_DEV_CAP_CONNECT_TO_SRQ = 1u << 0
 };
 
-/* Every packed device address starts with this byte, naming its backend, so
- * is_reachable can refuse another backend's address before reading on */
-enum {
-    TM_DEV_ADDR_SOFT  = 0x53,   /* 'S' */
-    TM_DEV_ADDR_VERBS = 0x56    /* 'V' */
+
+/* The device layer's objects: each wraps the rdma-core object it owns */
+struct tm_dev {
+    char                name[TM_DEV_NAME_MAX];
 };
 
-
-/* A registered memory region */
-struct tm_dev_mr {
-    tm_dev_t            *dev;
-    void                *addr;
-    size_t              length;
-    uint32_t            lkey;
-    uint32_t            rkey;
-};
+struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;
+                     int tm; /* an SRQ's: TM information to read */ };
+struct tm_dev_srq  { tm_dev_t *dev; struct ibv_srq *srq; };
+struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; };
 
 
 /*
@@ -122,79 +121,11 @@ typedef struct tm_dev_wc {
 } tm_dev_wc_t;
 
 
-/* Backend entry points; callers use the tm_dev_* wrappers below */
-struct tm_dev_ops {
-    const char *name;
-
-    /* Append this backend's devices to info[*count..max); never fails hard:
-     * a backend with no usable device adds nothing (and says why at debug). */
-    void (*list)(tm_dev_info_t *info, unsigned max, unsigned *count);
-
-    int  (*open)(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
-                 tm_dev_t **dev_p);
-    void (*close)(tm_dev_t *dev);
-    void (*query)(tm_dev_t *dev, tm_dev_caps_t *caps);
-    void (*dev_addr)(tm_dev_t *dev, void *addr);
-    int  (*is_reachable)(tm_dev_t *dev, const void *dev_addr);
-
-    int  (*reg_mr)(tm_dev_t *dev, void *addr, size_t length, int access,
-                   tm_dev_mr_t **mr_p);
-    int  (*dereg_mr)(tm_dev_mr_t *mr);
-
-    int  (*create_cq)(tm_dev_t *dev, unsigned depth, tm_dev_cq_t **cq_p);
-    void (*destroy_cq)(tm_dev_cq_t *cq);
-    int  (*poll_cq)(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc);
-
-    /* TM-SRQ: receive and list-operation completions go to recv_cq */
-    int  (*create_srq)(tm_dev_t *dev, tm_dev_cq_t *recv_cq, tm_dev_srq_t **srq_p);
-    void (*destroy_srq)(tm_dev_srq_t *srq);
-    int  (*post_srq_ops)(tm_dev_srq_t *srq, struct ibv_ops_wr *wr,
-                         struct ibv_ops_wr **bad_wr);
-    int  (*post_srq_recv)(tm_dev_srq_t *srq, struct ibv_recv_wr *wr,
-                          struct ibv_recv_wr **bad_wr);
-
-    /* RC connection whose receives go to srq and send completions to send_cq */
-    int  (*create_conn)(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
-                        tm_dev_conn_t **conn_p);
-    void (*destroy_conn)(tm_dev_conn_t *conn);
-    void (*conn_addr)(tm_dev_conn_t *conn, void *addr);
-    int  (*connect)(tm_dev_conn_t *conn, const void *dev_addr,
-                    const void *conn_addr);
-    uint32_t (*conn_qp_num)(tm_dev_conn_t *conn);
-
-    /*
-     * Connection to a remote TM-SRQ that needs nothing of the remote
-     * software (TM_DEV_CAP_CONNECT_TO_SRQ): the remote device accepts it by
-     * itself.  Its passive half sends FIN for rendezvous the remote device
-     * matched; remote software reaches it with srq_conn() (to read a
-     * rendezvous it finishes itself, and send FIN), and its send completions
-     * go to the remote SRQ's receive CQ.  Others return EOPNOTSUPP.
-     */
-    void (*srq_addr)(tm_dev_srq_t *srq, void *addr);
-    int  (*connect_to_srq)(tm_dev_conn_t *conn, const void *dev_addr,
-                           const void *srq_addr);
-    tm_dev_conn_t *(*srq_conn)(tm_dev_srq_t *srq, uint32_t qp_num);
-    /* IBV_WR_SEND (sg_list or IBV_SEND_INLINE), IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE */
-    int  (*post_send)(tm_dev_conn_t *conn, struct ibv_send_wr *wr,
-                      struct ibv_send_wr **bad_wr);
-};
-
-
-/* Every backend object starts with a pointer to its device; the device with its ops */
-struct tm_dev {
-    const tm_dev_ops_t  *ops;
-    char                name[TM_DEV_NAME_MAX];
-};
-
-struct tm_dev_cq   { tm_dev_t *dev; };
-struct tm_dev_srq  { tm_dev_t *dev; };
-struct tm_dev_conn { tm_dev_t *dev; };
-
-
 /*
  * Logging.  The device layer does not depend on UCX; the transport routes
- * these messages into UCX's logger with tm_dev_set_log_func().  Without a
- * logger, errors go to stderr and the rest is dropped.
+ * these messages (and the software NIC's) into UCX's logger with
+ * tm_dev_set_log_func().  Without a logger, errors go to stderr and the
+ * rest is dropped.
  */
 typedef enum {
     TM_DEV_LOG_ERROR,
@@ -214,147 +145,104 @@ void tm_dev_log(tm_dev_log_level_t level, const char *file, int line,
 #define tm_dev_debug(...) tm_dev_log(TM_DEV_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
 
 
-/* Lists every device of every built backend: TM-capable NICs first, then
- * the software device.  Returns the number written to info (at most max). */
+/* ---- Devices ---- */
+
+/* Every usable device: TM-capable NICs first, then the software NIC.
+ * Returns the number written to info (at most max). */
 unsigned tm_dev_list(tm_dev_info_t *info, unsigned max);
 
 /* Finds a device by name in tm_dev_list(); 0 or ENODEV */
 int tm_dev_find(const char *name, tm_dev_info_t *info);
 
-static inline int tm_dev_open(const tm_dev_info_t *info,
-                              const tm_dev_attr_t *attr, tm_dev_t **dev_p)
-{
-    return info->ops->open(info, attr, dev_p);
-}
+int  tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
+                 tm_dev_t **dev_p);
+void tm_dev_close(tm_dev_t *dev);
+void tm_dev_query(tm_dev_t *dev, tm_dev_caps_t *caps);
+/* What drives the device under the verbs API: "software NIC", "mlx5" ... */
+const char *tm_dev_driver(tm_dev_t *dev);
+void tm_dev_addr(tm_dev_t *dev, void *addr);
+int  tm_dev_is_reachable(tm_dev_t *dev, const void *dev_addr);
 
-static inline void tm_dev_close(tm_dev_t *dev)
-{
-    dev->ops->close(dev);
-}
+int  tm_dev_reg_mr(tm_dev_t *dev, void *addr, size_t length, int access,
+                   tm_dev_mr_t **mr_p);
+int  tm_dev_dereg_mr(tm_dev_t *dev, tm_dev_mr_t *mr);
 
-static inline void tm_dev_query(tm_dev_t *dev, tm_dev_caps_t *caps)
-{
-    dev->ops->query(dev, caps);
-}
 
-static inline void tm_dev_addr(tm_dev_t *dev, void *addr)
-{
-    dev->ops->dev_addr(dev, addr);
-}
+/* ---- Queues ---- */
 
-static inline int tm_dev_is_reachable(tm_dev_t *dev, const void *dev_addr)
-{
-    return dev->ops->is_reachable(dev, dev_addr);
-}
+int  tm_dev_create_cq(tm_dev_t *dev, unsigned depth, tm_dev_cq_t **cq_p);
+void tm_dev_destroy_cq(tm_dev_cq_t *cq);
+int  tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc);
 
-static inline int tm_dev_reg_mr(tm_dev_t *dev, void *addr, size_t length,
-                                int access, tm_dev_mr_t **mr_p)
-{
-    return dev->ops->reg_mr(dev, addr, length, access, mr_p);
-}
-
-static inline int tm_dev_dereg_mr(tm_dev_mr_t *mr)
-{
-    return mr->dev->ops->dereg_mr(mr);
-}
-
-static inline int tm_dev_create_cq(tm_dev_t *dev, unsigned depth,
-                                   tm_dev_cq_t **cq_p)
-{
-    return dev->ops->create_cq(dev, depth, cq_p);
-}
-
-static inline void tm_dev_destroy_cq(tm_dev_cq_t *cq)
-{
-    cq->dev->ops->destroy_cq(cq);
-}
-
-static inline int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
-{
-    return cq->dev->ops->poll_cq(cq, max, wc);
-}
-
-static inline int tm_dev_create_srq(tm_dev_t *dev, tm_dev_cq_t *recv_cq,
-                                    tm_dev_srq_t **srq_p)
-{
-    return dev->ops->create_srq(dev, recv_cq, srq_p);
-}
-
-static inline void tm_dev_destroy_srq(tm_dev_srq_t *srq)
-{
-    srq->dev->ops->destroy_srq(srq);
-}
+/* TM-SRQ: receive and list-operation completions go to recv_cq */
+int  tm_dev_create_srq(tm_dev_t *dev, tm_dev_cq_t *recv_cq,
+                       tm_dev_srq_t **srq_p);
+void tm_dev_destroy_srq(tm_dev_srq_t *srq);
 
 static inline int tm_dev_post_srq_ops(tm_dev_srq_t *srq, struct ibv_ops_wr *wr,
                                       struct ibv_ops_wr **bad_wr)
 {
-    return srq->dev->ops->post_srq_ops(srq, wr, bad_wr);
+    return ibv_post_srq_ops(srq->srq, wr, bad_wr);
 }
 
 static inline int tm_dev_post_srq_recv(tm_dev_srq_t *srq,
                                        struct ibv_recv_wr *wr,
                                        struct ibv_recv_wr **bad_wr)
 {
-    return srq->dev->ops->post_srq_recv(srq, wr, bad_wr);
+    return ibv_post_srq_recv(srq->srq, wr, bad_wr);
 }
 
-static inline int tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq,
-                                     tm_dev_cq_t *send_cq,
-                                     tm_dev_conn_t **conn_p)
-{
-    return dev->ops->create_conn(dev, srq, send_cq, conn_p);
-}
 
-static inline void tm_dev_destroy_conn(tm_dev_conn_t *conn)
-{
-    conn->dev->ops->destroy_conn(conn);
-}
+/* ---- Connections ---- */
 
-static inline void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr)
-{
-    conn->dev->ops->conn_addr(conn, addr);
-}
-
-static inline int tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
-                                 const void *conn_addr)
-{
-    return conn->dev->ops->connect(conn, dev_addr, conn_addr);
-}
+/* RC connection whose receives go to srq and send completions to send_cq */
+int  tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
+                        tm_dev_conn_t **conn_p);
+void tm_dev_destroy_conn(tm_dev_conn_t *conn);
+void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
+int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
+                    const void *conn_addr);
 
 static inline uint32_t tm_dev_conn_qp_num(tm_dev_conn_t *conn)
 {
-    return conn->dev->ops->conn_qp_num(conn);
+    return conn->qp->qp_num;
 }
 
-static inline void tm_dev_srq_addr(tm_dev_srq_t *srq, void *addr)
-{
-    srq->dev->ops->srq_addr(srq, addr);
-}
-
-static inline int tm_dev_connect_to_srq(tm_dev_conn_t *conn,
-                                        const void *dev_addr,
-                                        const void *srq_addr)
-{
-    return conn->dev->ops->connect_to_srq(conn, dev_addr, srq_addr);
-}
-
-static inline tm_dev_conn_t *tm_dev_srq_conn(tm_dev_srq_t *srq,
-                                             uint32_t qp_num)
-{
-    return srq->dev->ops->srq_conn(srq, qp_num);
-}
-
+/* IBV_WR_SEND (sg_list or IBV_SEND_INLINE), IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE */
 static inline int tm_dev_post_send(tm_dev_conn_t *conn, struct ibv_send_wr *wr,
                                    struct ibv_send_wr **bad_wr)
 {
-    return conn->dev->ops->post_send(conn, wr, bad_wr);
+    return ibv_post_send(conn->qp, wr, bad_wr);
 }
 
-/* Backends (each defined in its own directory) */
-extern const tm_dev_ops_t tm_dev_soft_ops;
-#ifdef HAVE_TM_DEV_VERBS
-extern const tm_dev_ops_t tm_dev_verbs_ops;
-#endif
+/*
+ * Connection to a remote TM-SRQ that needs nothing of the remote software
+ * (TM_DEV_CAP_CONNECT_TO_SRQ): the remote NIC accepts it by itself.  Its
+ * passive half sends FIN for rendezvous the remote NIC matched; remote
+ * software reaches it with tm_dev_srq_conn() (to read a rendezvous it
+ * finishes itself, and send FIN), and its send completions go to the remote
+ * SRQ's receive CQ.  Without the capability these return EOPNOTSUPP / NULL.
+ */
+void tm_dev_srq_addr(tm_dev_srq_t *srq, void *addr);
+int  tm_dev_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
+                           const void *srq_addr);
+tm_dev_conn_t *tm_dev_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num);
+
+
+/* ---- The rdma-core objects underneath (for tests that steer the
+ * software NIC through softnic_test.h) ---- */
+
+struct ibv_context *tm_dev_ibv_context(tm_dev_t *dev);
+
+static inline struct ibv_srq *tm_dev_ibv_srq(tm_dev_srq_t *srq)
+{
+    return srq->srq;
+}
+
+static inline struct ibv_qp *tm_dev_ibv_qp(tm_dev_conn_t *conn)
+{
+    return conn->qp;
+}
 
 #ifdef __cplusplus
 }

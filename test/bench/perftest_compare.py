@@ -23,11 +23,14 @@ import sys
 import tempfile
 import time
 
-# UCX_TLS for each transport: only that transport may carry the traffic
+# UCX_TLS for each transport: only that transport may carry the traffic.
+# rc_tm_base is rc_tm loaded from --baseline-module (another build of the
+# module, e.g. the previous release), measured in the same run.
 TRANSPORTS = {
-    "rc_tm": "rc_tm",
-    "posix": "posix",
-    "tcp":   "tcp",
+    "rc_tm":      "rc_tm",
+    "rc_tm_base": "rc_tm",
+    "posix":      "posix",
+    "tcp":        "tcp",
 }
 
 LATENCY_TESTS = ("tag_lat", "tag_sync_lat", "am_lat", "put_lat", "get_lat",
@@ -118,7 +121,8 @@ class Cell:
 def perftest_env(args, tl):
     env = dict(os.environ)
     env["UCX_TLS"] = TRANSPORTS[tl]
-    env["LD_PRELOAD"] = os.path.abspath(args.module)
+    env["LD_PRELOAD"] = os.path.abspath(
+        args.baseline_module if tl == "rc_tm_base" else args.module)
     return env
 
 
@@ -329,6 +333,9 @@ def main():
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--module", required=True, help="libuct_rc_tm.so")
+    parser.add_argument("--baseline-module",
+                        help="another libuct_rc_tm.so, measured as transport "
+                             "rc_tm_base")
     parser.add_argument("--perftest", default="ucx_perftest")
     parser.add_argument("--tests", default="tag_lat,tag_bw,tag_sync_lat")
     parser.add_argument("--sizes",
@@ -357,6 +364,9 @@ def main():
                      args.reference)
     if not os.path.isfile(args.module):
         parser.error("module %s not found (build it first)" % args.module)
+    if ("rc_tm_base" in tls) and not (args.baseline_module and
+                                      os.path.isfile(args.baseline_module)):
+        parser.error("transport rc_tm_base needs --baseline-module")
 
     sys.stderr.write("each run: UCX_TLS=<transport> LD_PRELOAD=%s\n"
                      "  server: %s -t <test> -s <size> -n <n> -w <n/10> "
@@ -417,7 +427,9 @@ def plot(args, tests, sizes, tls, cells):
     fig, axes = plt.subplots(2, len(tests), figsize=(5.2 * len(tests), 7.6),
                              sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2]})
-    styles = {"rc_tm": ("tab:red", "o", "-"), "posix": ("tab:blue", "s", "--"),
+    styles = {"rc_tm": ("tab:red", "o", "-"),
+              "rc_tm_base": ("tab:orange", "v", ":"),
+              "posix": ("tab:blue", "s", "--"),
               "tcp": ("tab:gray", "^", ":")}
     for col, test in enumerate(tests):
         latency_test = test in LATENCY_TESTS

@@ -1,5 +1,5 @@
 /*
- * rdma-core verbs backend: RC connections attached to the tag-matching SRQ.
+ * Verbs backend: RC connections attached to the tag-matching SRQ.
  *
  * A connection is an RC QP whose receives go to the TM-SRQ (and so complete
  * on the SRQ's CQ) and whose sends complete on the caller's send CQ.  The
@@ -12,6 +12,8 @@
  */
 #include "verbs_dev.h"
 
+#include <softnic/softnic.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,11 @@
 static tm_verbs_dev_t *tm_verbs_conn_dev(tm_verbs_conn_t *conn)
 {
     return tm_verbs_dev(conn->super.dev);
+}
+
+static struct ibv_qp *tm_verbs_conn_qp(tm_verbs_conn_t *conn)
+{
+    return conn->super.qp;
 }
 
 /* Any starting PSN works; derive one from the QP number so that it differs
@@ -39,26 +46,27 @@ static int tm_verbs_qp_init(tm_verbs_dev_t *dev, struct ibv_qp *qp)
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_WRITE;
 
-    return ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    return dev->lib->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                          IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-int tm_verbs_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
-                         tm_dev_cq_t *send_cq, tm_dev_conn_t **conn_p)
+int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
+                       tm_dev_cq_t *send_cq, tm_dev_conn_t **conn_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
     tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
     struct ibv_qp_init_attr attr;
     tm_verbs_conn_t *conn;
+    struct ibv_qp *qp;
     int ret;
 
     memset(&attr, 0, sizeof(attr));
-    attr.send_cq             = ibv_cq_ex_to_cq(((tm_verbs_cq_t*)send_cq)->cq);
+    attr.send_cq             = ibv_cq_ex_to_cq(send_cq->cq);
     attr.recv_cq             = ibv_cq_ex_to_cq(srq->cq->cq);
-    attr.srq                 = srq->srq;
+    attr.srq                 = srq->super.srq;
     attr.cap.max_send_wr     = dev->lim.max_send_wr;
     attr.cap.max_send_sge    = dev->lim.max_send_sge;
-    attr.cap.max_inline_data = TM_VERBS_MAX_INLINE;
+    attr.cap.max_inline_data = dev->lim.max_inline;
     attr.qp_type             = IBV_QPT_RC;
     attr.sq_sig_all          = 0;   /* callers ask with IBV_SEND_SIGNALED */
 
@@ -67,71 +75,153 @@ int tm_verbs_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
         return ENOMEM;
     }
 
-    errno    = 0;
-    conn->qp = ibv_create_qp(dev->pd, &attr);
-    if (conn->qp == NULL) {
+    errno = 0;
+    qp    = dev->lib->create_qp(dev->pd, &attr);
+    if (qp == NULL) {
         ret = (errno != 0) ? errno : ENOMEM;
         tm_dev_debug("verbs: %s: ibv_create_qp(RC, %u send WRs, inline %u) "
                      "failed: %s", tdev->name, dev->lim.max_send_wr,
-                     TM_VERBS_MAX_INLINE, strerror(ret));
+                     dev->lim.max_inline, strerror(ret));
         goto err_free;
     }
 
-    ret = tm_verbs_qp_init(dev, conn->qp);
+    ret = tm_verbs_qp_init(dev, qp);
     if (ret != 0) {
         tm_dev_debug("verbs: %s: QP 0x%x to INIT failed: %s", tdev->name,
-                     conn->qp->qp_num, strerror(ret));
+                     qp->qp_num, strerror(ret));
         goto err_destroy;
     }
 
     conn->super.dev = tdev;
-    conn->psn       = tm_verbs_psn(conn->qp->qp_num);
+    conn->super.qp  = qp;
+    conn->psn       = tm_verbs_psn(qp->qp_num);
     *conn_p         = &conn->super;
     return 0;
 
 err_destroy:
-    ibv_destroy_qp(conn->qp);
+    dev->lib->destroy_qp(qp);
 err_free:
     free(conn);
     return ret;
 }
 
-void tm_verbs_destroy_conn(tm_dev_conn_t *tconn)
+/* An RC QP on srq for the probe, asking max_inline bytes of inline data;
+ * the provider writes what it granted back into attr */
+static struct ibv_qp *tm_verbs_probe_qp(tm_verbs_dev_t *dev,
+                                        struct ibv_cq_ex *cq,
+                                        struct ibv_srq *srq,
+                                        uint32_t max_inline,
+                                        struct ibv_qp_init_attr *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->send_cq             = ibv_cq_ex_to_cq(cq);
+    attr->recv_cq             = ibv_cq_ex_to_cq(cq);
+    attr->srq                 = srq;
+    attr->cap.max_send_wr     = 1;
+    attr->cap.max_send_sge    = dev->lim.max_send_sge;
+    attr->cap.max_inline_data = max_inline;
+    attr->qp_type             = IBV_QPT_RC;
+    return dev->lib->create_qp(dev->pd, attr);
+}
+
+int tm_verbs_probe_queues(tm_verbs_dev_t *dev)
+{
+    struct ibv_cq_init_attr_ex cq_attr;
+    struct ibv_srq_init_attr_ex srq_attr;
+    struct ibv_qp_init_attr init;
+    struct ibv_srq *srq;
+    struct ibv_cq_ex *cq;
+    struct ibv_qp *qp;
+    int ret = 0;
+
+    memset(&cq_attr, 0, sizeof(cq_attr));
+    cq_attr.cqe      = 4;
+    cq_attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM |
+                       IBV_WC_EX_WITH_TM_INFO;
+    errno = 0;
+    cq    = ibv_create_cq_ex(dev->ctx, &cq_attr);
+    if (cq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: probe CQ failed: %s", dev->super.name,
+                     strerror(ret));
+        return ret;
+    }
+
+    memset(&srq_attr, 0, sizeof(srq_attr));
+    srq_attr.attr.max_wr         = 1;
+    srq_attr.attr.max_sge        = 1;
+    srq_attr.comp_mask           = IBV_SRQ_INIT_ATTR_TYPE |
+                                   IBV_SRQ_INIT_ATTR_PD |
+                                   IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+    srq_attr.srq_type            = IBV_SRQT_TM;
+    srq_attr.pd                  = dev->pd;
+    srq_attr.cq                  = ibv_cq_ex_to_cq(cq);
+    srq_attr.tm_cap.max_num_tags = 1;
+    srq_attr.tm_cap.max_ops      = 1;
+    errno = 0;
+    srq   = ibv_create_srq_ex(dev->ctx, &srq_attr);
+    if (srq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: cannot create a TM-SRQ: %s",
+                     dev->super.name, strerror(ret));
+        goto out_cq;
+    }
+
+    qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MAX_INLINE, &init);
+    if (qp == NULL) {
+        qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MIN_INLINE, &init);
+    }
+    if (qp == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: cannot create an RC QP on a TM-SRQ: %s",
+                     dev->super.name, strerror(ret));
+        goto out_srq;
+    }
+    dev->lim.max_inline = init.cap.max_inline_data;
+    dev->lib->destroy_qp(qp);
+out_srq:
+    dev->lib->destroy_srq(srq);
+out_cq:
+    dev->lib->destroy_cq(ibv_cq_ex_to_cq(cq));
+    return ret;
+}
+
+void tm_dev_destroy_conn(tm_dev_conn_t *tconn)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
     int ret;
 
-    ret = ibv_destroy_qp(conn->qp);
+    if (conn->borrowed) {
+        return;                 /* its SRQ's: goes with the SRQ */
+    }
+    ret = tm_verbs_conn_dev(conn)->lib->destroy_qp(tconn->qp);
     if (ret != 0) {
         tm_dev_warn("verbs: %s: ibv_destroy_qp(0x%x) failed: %s",
-                    tconn->dev->name, conn->qp->qp_num, strerror(ret));
+                    tconn->dev->name, tconn->qp->qp_num, strerror(ret));
         return;
     }
     free(conn);
 }
 
-void tm_verbs_conn_addr(tm_dev_conn_t *tconn, void *addr)
+void tm_dev_conn_addr(tm_dev_conn_t *tconn, void *addr)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
     tm_verbs_dev_t *dev   = tm_verbs_conn_dev(conn);
 
     tm_verbs_conn_addr_pack(addr, dev->port_attr.active_mtu,
-                            dev->port_attr.lid, conn->qp->qp_num, conn->psn,
+                            dev->port_attr.lid, tconn->qp->qp_num, conn->psn,
                             &dev->gid);
 }
 
-uint32_t tm_verbs_conn_qp_num(tm_dev_conn_t *tconn)
-{
-    return ((tm_verbs_conn_t*)tconn)->qp->qp_num;
-}
-
-/* Route to the peer: the LID within an InfiniBand subnet, the GID (GRH)
- * across subnets and always on RoCE */
+/* Route to the peer: the LID within an InfiniBand subnet; the GID (GRH)
+ * across subnets, always on RoCE, and where the port requires it (as the
+ * software NIC's does: its GID names the peer) */
 static void tm_verbs_ah_attr(const tm_verbs_dev_t *dev,
                              const tm_verbs_peer_t *peer,
                              struct ibv_ah_attr *ah)
 {
     int global = (dev->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
+                 (dev->port_attr.flags & IBV_QPF_GRH_REQUIRED) ||
                  (dev->gid.global.subnet_prefix !=
                   peer->gid.global.subnet_prefix);
 
@@ -162,10 +252,11 @@ static int tm_verbs_qp_rtr(tm_verbs_conn_t *conn, const tm_verbs_peer_t *peer)
     attr.min_rnr_timer      = TM_VERBS_MIN_RNR_TIMER;
     tm_verbs_ah_attr(dev, peer, &attr.ah_attr);
 
-    return ibv_modify_qp(conn->qp, &attr,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                         IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    return dev->lib->modify_qp(tm_verbs_conn_qp(conn), &attr,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                               IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                               IBV_QP_MAX_DEST_RD_ATOMIC |
+                               IBV_QP_MIN_RNR_TIMER);
 }
 
 static int tm_verbs_qp_rts(tm_verbs_conn_t *conn)
@@ -182,14 +273,14 @@ static int tm_verbs_qp_rts(tm_verbs_conn_t *conn)
     attr.rnr_retry     = TM_VERBS_RNR_RETRY;
     attr.max_rd_atomic = dev->lim.max_rd_atomic;
 
-    return ibv_modify_qp(conn->qp, &attr,
-                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-                         IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                         IBV_QP_MAX_QP_RD_ATOMIC);
+    return dev->lib->modify_qp(tm_verbs_conn_qp(conn), &attr,
+                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                               IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int tm_verbs_connect(tm_dev_conn_t *tconn, const void *dev_addr,
-                     const void *conn_addr)
+int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
+                   const void *conn_addr)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
     tm_verbs_dev_t *dev   = tm_verbs_conn_dev(conn);
@@ -212,7 +303,7 @@ int tm_verbs_connect(tm_dev_conn_t *tconn, const void *dev_addr,
     ret = tm_verbs_qp_rtr(conn, &peer);
     if (ret != 0) {
         tm_dev_debug("verbs: %s: QP 0x%x to RTR (peer QP 0x%x, LID %u) "
-                     "failed: %s", tconn->dev->name, conn->qp->qp_num,
+                     "failed: %s", tconn->dev->name, tconn->qp->qp_num,
                      peer.qpn, peer.lid, strerror(ret));
         return ret;
     }
@@ -220,17 +311,89 @@ int tm_verbs_connect(tm_dev_conn_t *tconn, const void *dev_addr,
     ret = tm_verbs_qp_rts(conn);
     if (ret != 0) {
         tm_dev_debug("verbs: %s: QP 0x%x to RTS failed: %s", tconn->dev->name,
-                     conn->qp->qp_num, strerror(ret));
+                     tconn->qp->qp_num, strerror(ret));
         return ret;
     }
 
     tm_dev_debug("verbs: %s: QP 0x%x connected to QP 0x%x", tconn->dev->name,
-                 conn->qp->qp_num, peer.qpn);
+                 tconn->qp->qp_num, peer.qpn);
     return 0;
 }
 
-int tm_verbs_post_send(tm_dev_conn_t *tconn, struct ibv_send_wr *wr,
-                       struct ibv_send_wr **bad_wr)
+
+/*
+ * Connections to a remote SRQ: the software NIC's extension
+ */
+void tm_dev_srq_addr(tm_dev_srq_t *srq, void *addr)
 {
-    return ibv_post_send(((tm_verbs_conn_t*)tconn)->qp, wr, bad_wr);
+    uint32_t num = 0;
+    uint8_t *p   = addr;
+
+    if (tm_verbs_dev(srq->dev)->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        ibv_get_srq_num(srq->srq, &num);
+    }
+    p[0] = (uint8_t)(num >> 24);
+    p[1] = (uint8_t)(num >> 16);
+    p[2] = (uint8_t)(num >> 8);
+    p[3] = (uint8_t)num;
+}
+
+int tm_dev_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
+                          const void *srq_addr)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tconn->dev);
+    const uint8_t *p    = srq_addr;
+    tm_verbs_peer_t peer;
+    uint32_t num;
+    int ret;
+
+    if (!(dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ)) {
+        return EOPNOTSUPP;
+    }
+    if (tm_verbs_dev_addr_unpack(dev_addr, &peer) != 0) {
+        return EINVAL;
+    }
+    if (!tm_verbs_peer_reachable(dev->port_attr.link_layer, &dev->gid,
+                                 &peer)) {
+        return EHOSTUNREACH;
+    }
+    num = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+          ((uint32_t)p[2] << 8) | p[3];
+    ret = softnic_dv_connect_qp_to_srq(tconn->qp, &peer.gid, num);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: QP 0x%x to SRQ %u failed: %s",
+                     tconn->dev->name, tconn->qp->qp_num, num, strerror(ret));
+    }
+    return ret;
+}
+
+/* The connection an SRQ accepted, wrapped once and kept with the SRQ */
+tm_dev_conn_t *tm_dev_srq_conn(tm_dev_srq_t *tsrq, uint32_t qp_num)
+{
+    tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
+    tm_verbs_conn_t *conn;
+    struct ibv_qp *qp;
+
+    if (!(tm_verbs_dev(tsrq->dev)->flags & TM_DEV_CAP_CONNECT_TO_SRQ)) {
+        return NULL;
+    }
+    for (conn = srq->borrowed; conn != NULL; conn = conn->next) {
+        if (conn->super.qp->qp_num == qp_num) {
+            return &conn->super;
+        }
+    }
+    qp = softnic_dv_srq_qp(tsrq->srq, qp_num);
+    if (qp == NULL) {
+        return NULL;
+    }
+    conn = calloc(1, sizeof(*conn));
+    if (conn == NULL) {
+        return NULL;
+    }
+    conn->super.dev = tsrq->dev;
+    conn->super.qp  = qp;
+    conn->borrowed  = 1;
+    conn->next      = srq->borrowed;
+    srq->borrowed   = conn;
+    return &conn->super;
 }

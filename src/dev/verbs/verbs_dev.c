@@ -1,69 +1,22 @@
 /*
- * rdma-core verbs backend: device discovery, open/close, capabilities,
- * addresses and memory registration.
+ * Verbs backend: device discovery, open/close, capabilities, addresses and
+ * memory registration.
  *
- * A device is listed when it reports RC tag matching (IBV_TM_CAP_RC, a
+ * A NIC is listed when it reports RC tag matching (IBV_TM_CAP_RC, a
  * non-empty matching list) and has an active port.  Where rdma-core finds
  * no device at all, or the kernel has no RDMA support, nothing is listed
- * and the reason goes to the debug log: the software device then remains.
+ * and the reason goes to the debug log: the software NIC then remains, and
+ * it is always listed.
  */
 #include "verbs_dev.h"
+
+#include <softnic/softnic.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-_Static_assert(sizeof(tm_verbs_dev_addr_t) <= TM_DEV_ADDR_MAX,
-               "verbs device address too large");
-_Static_assert(sizeof(tm_verbs_conn_addr_t) <= TM_DEV_ADDR_MAX,
-               "verbs connection address too large");
-
-/* A NIC's RC connections are set up by both sides (with an auxiliary
- * transport for the address exchange): no connection to a bare SRQ */
-static void tm_verbs_srq_addr(tm_dev_srq_t *srq, void *addr)
-{
-}
-
-static int tm_verbs_connect_to_srq(tm_dev_conn_t *conn, const void *dev_addr,
-                                   const void *srq_addr)
-{
-    return EOPNOTSUPP;
-}
-
-static tm_dev_conn_t *tm_verbs_srq_conn(tm_dev_srq_t *srq, uint32_t qp_num)
-{
-    return NULL;
-}
-
-const tm_dev_ops_t tm_dev_verbs_ops = {
-    .name          = "verbs",
-    .list          = tm_verbs_list,
-    .open          = tm_verbs_open,
-    .close         = tm_verbs_close,
-    .query         = tm_verbs_query,
-    .dev_addr      = tm_verbs_dev_addr,
-    .is_reachable  = tm_verbs_is_reachable,
-    .reg_mr        = tm_verbs_reg_mr,
-    .dereg_mr      = tm_verbs_dereg_mr,
-    .create_cq     = tm_verbs_create_cq,
-    .destroy_cq    = tm_verbs_destroy_cq,
-    .poll_cq       = tm_verbs_poll_cq,
-    .create_srq    = tm_verbs_create_srq,
-    .destroy_srq   = tm_verbs_destroy_srq,
-    .post_srq_ops  = tm_verbs_post_srq_ops,
-    .post_srq_recv = tm_verbs_post_srq_recv,
-    .create_conn   = tm_verbs_create_conn,
-    .destroy_conn  = tm_verbs_destroy_conn,
-    .conn_addr     = tm_verbs_conn_addr,
-    .connect       = tm_verbs_connect,
-    .conn_qp_num   = tm_verbs_conn_qp_num,
-    .srq_addr      = tm_verbs_srq_addr,
-    .connect_to_srq = tm_verbs_connect_to_srq,
-    .srq_conn      = tm_verbs_srq_conn,
-    .post_send     = tm_verbs_post_send,
-};
-
+#include <unistd.h>
 
 /* errno of a failed verbs call that returns NULL, never 0 */
 static int tm_verbs_errno(int fallback)
@@ -76,226 +29,6 @@ static void tm_verbs_name_copy(char *dst, const char *src)
 {
     snprintf(dst, TM_DEV_NAME_MAX, "%s", src);
 }
-
-const char *tm_verbs_tm_unusable(const struct ibv_device_attr_ex *attr)
-{
-    if (!(attr->tm_caps.flags & IBV_TM_CAP_RC)) {
-        return "no tag matching on RC (tm_caps.flags lacks IBV_TM_CAP_RC)";
-    }
-    if (attr->tm_caps.max_num_tags == 0) {
-        return "empty tag matching list (tm_caps.max_num_tags is 0)";
-    }
-    if (attr->tm_caps.max_ops == 0) {
-        return "no tag list operations (tm_caps.max_ops is 0)";
-    }
-    return NULL;
-}
-
-uint32_t tm_verbs_mtu_bytes(enum ibv_mtu mtu)
-{
-    switch (mtu) {
-    case IBV_MTU_256:  return 256;
-    case IBV_MTU_512:  return 512;
-    case IBV_MTU_1024: return 1024;
-    case IBV_MTU_2048: return 2048;
-    case IBV_MTU_4096: return 4096;
-    default:           return 0;
-    }
-}
-
-static uint32_t tm_verbs_clamp(uint32_t req, uint32_t def, uint32_t max)
-{
-    uint32_t value = (req != 0) ? req : def;
-
-    return (value < max) ? value : max;
-}
-
-void tm_verbs_limits_init(tm_verbs_limits_t *lim,
-                          const struct ibv_device_attr_ex *dev_attr,
-                          const struct ibv_port_attr *port_attr,
-                          const tm_dev_attr_t *req)
-{
-    const struct ibv_device_attr *orig = &dev_attr->orig_attr;
-    const struct ibv_tm_caps *tm       = &dev_attr->tm_caps;
-    /* Some drivers leave max_msg_sz 0; RC allows 2^31 */
-    uint32_t port_msg = (port_attr->max_msg_sz != 0) ?
-                        port_attr->max_msg_sz : (1u << 31);
-    int sge           = (orig->max_sge > 0) ? orig->max_sge : 1;
-
-    memset(lim, 0, sizeof(*lim));
-    lim->max_num_tags      = tm_verbs_clamp(req->max_num_tags,
-                                            TM_VERBS_DEF_NUM_TAGS,
-                                            tm->max_num_tags);
-    lim->max_ops           = tm_verbs_clamp(req->max_ops, TM_VERBS_DEF_MAX_OPS,
-                                            tm->max_ops);
-    lim->max_rndv_hdr_size = tm_verbs_clamp(req->max_rndv_hdr_size,
-                                            tm->max_rndv_hdr_size,
-                                            tm->max_rndv_hdr_size);
-    lim->srq_depth         = tm_verbs_clamp(req->srq_depth,
-                                            TM_VERBS_DEF_SRQ_DEPTH,
-                                            (uint32_t)orig->max_srq_wr);
-    lim->max_send_wr       = tm_verbs_clamp(req->max_send_wr,
-                                            TM_VERBS_DEF_SEND_WR,
-                                            (uint32_t)orig->max_qp_wr);
-    lim->max_send_sge      = tm_verbs_clamp(0, TM_VERBS_MAX_SEND_SGE,
-                                            (uint32_t)sge);
-    lim->max_msg_size      = tm_verbs_clamp(req->max_msg_size, port_msg,
-                                            port_msg);
-    lim->max_rdma_size     = port_msg;
-    /* The NIC's packet is the path MTU: a longer matched eager message
-     * completes as MATCH, then DATA_VALID.  The request does not apply. */
-    lim->eager_packet_size = tm_verbs_mtu_bytes(port_attr->active_mtu);
-    lim->max_rd_atomic     = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
-                                            (uint32_t)orig->max_qp_init_rd_atom);
-    lim->max_dest_rd_atomic = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
-                                             (uint32_t)orig->max_qp_rd_atom);
-}
-
-void tm_verbs_caps_fill(tm_dev_caps_t *caps,
-                        const struct ibv_device_attr_ex *dev_attr,
-                        const tm_verbs_limits_t *lim)
-{
-    memset(caps, 0, sizeof(*caps));
-    /* What was asked of the SRQ, not the NIC's maximum: callers size their
-     * queues from these */
-    caps->tm                   = dev_attr->tm_caps;
-    caps->tm.max_num_tags      = lim->max_num_tags;
-    caps->tm.max_ops           = lim->max_ops;
-    caps->tm.max_rndv_hdr_size = lim->max_rndv_hdr_size;
-    caps->max_srq_wr           = lim->srq_depth;
-    caps->max_send_wr          = lim->max_send_wr;
-    caps->max_inline           = TM_VERBS_MAX_INLINE;
-    caps->max_msg_size         = lim->max_msg_size;
-    caps->max_rdma_size        = lim->max_rdma_size;
-    caps->eager_packet_size    = lim->eager_packet_size;
-    caps->max_send_sge         = lim->max_send_sge;
-    caps->dev_addr_len         = sizeof(tm_verbs_dev_addr_t);
-    caps->conn_addr_len        = sizeof(tm_verbs_conn_addr_t);
-}
-
-
-
-/*
- * Addresses.  Multi-byte fields are stored big endian byte by byte, so the
- * packed form is the same on every host and needs no alignment.
- */
-static void tm_verbs_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static void tm_verbs_put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static uint16_t tm_verbs_get16(const uint8_t *p)
-{
-    return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t tm_verbs_get32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-           ((uint32_t)p[2] << 8) | p[3];
-}
-
-void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
-                            const union ibv_gid *gid)
-{
-    tm_verbs_dev_addr_t packed;
-
-    packed.magic      = TM_VERBS_DEV_ADDR_MAGIC;
-    packed.link_layer = link_layer;
-    tm_verbs_put16(packed.lid, lid);
-    memcpy(packed.gid, gid->raw, sizeof(packed.gid));
-    memcpy(addr, &packed, sizeof(packed));
-}
-
-int tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
-{
-    tm_verbs_dev_addr_t packed;
-
-    memcpy(&packed, addr, sizeof(packed));
-    if (packed.magic != TM_VERBS_DEV_ADDR_MAGIC) {
-        return EINVAL;
-    }
-
-    memset(peer, 0, sizeof(*peer));
-    peer->link_layer = packed.link_layer;
-    peer->lid        = tm_verbs_get16(packed.lid);
-    memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
-    return 0;
-}
-
-void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
-                             uint32_t qpn, uint32_t psn,
-                             const union ibv_gid *gid)
-{
-    tm_verbs_conn_addr_t packed;
-
-    packed.magic = TM_VERBS_CONN_ADDR_MAGIC;
-    packed.mtu   = (uint8_t)mtu;
-    tm_verbs_put16(packed.lid, lid);
-    tm_verbs_put32(packed.qpn, qpn & 0xffffff);
-    tm_verbs_put32(packed.psn, psn & 0xffffff);
-    memcpy(packed.gid, gid->raw, sizeof(packed.gid));
-    memcpy(addr, &packed, sizeof(packed));
-}
-
-int tm_verbs_conn_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
-{
-    tm_verbs_conn_addr_t packed;
-
-    memcpy(&packed, addr, sizeof(packed));
-    if ((packed.magic != TM_VERBS_CONN_ADDR_MAGIC) ||
-        (tm_verbs_mtu_bytes((enum ibv_mtu)packed.mtu) == 0)) {
-        return EINVAL;
-    }
-
-    memset(peer, 0, sizeof(*peer));
-    peer->mtu = (enum ibv_mtu)packed.mtu;
-    peer->lid = tm_verbs_get16(packed.lid);
-    peer->qpn = tm_verbs_get32(packed.qpn);
-    peer->psn = tm_verbs_get32(packed.psn);
-    memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
-    return 0;
-}
-
-static int tm_verbs_is_eth(uint8_t link_layer)
-{
-    return link_layer == IBV_LINK_LAYER_ETHERNET;
-}
-
-/* ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address */
-static int tm_verbs_gid_is_ipv4(const union ibv_gid *gid)
-{
-    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0xff, 0xff};
-
-    return !memcmp(gid->raw, prefix, sizeof(prefix));
-}
-
-int tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
-                            const tm_verbs_peer_t *peer)
-{
-    if (tm_verbs_is_eth(link_layer) != tm_verbs_is_eth(peer->link_layer)) {
-        return 0;
-    }
-
-    if (tm_verbs_is_eth(link_layer)) {
-        /* RoCE is routed by IP: the address families must agree */
-        return tm_verbs_gid_is_ipv4(gid) == tm_verbs_gid_is_ipv4(&peer->gid);
-    }
-
-    /* InfiniBand: the same subnet, so that the LID alone routes */
-    return gid->global.subnet_prefix == peer->gid.global.subnet_prefix;
-}
-
 
 /*
  * Device discovery
@@ -315,10 +48,10 @@ static int tm_verbs_port_active(struct ibv_context *ctx, uint8_t nports,
     return ENETDOWN;
 }
 
-/* 0 when the device can serve as a TM device, else why not (debug log) */
-static int tm_verbs_probe(struct ibv_device *device)
+/* 0 when a NIC can serve as a TM device, else why not (debug log) */
+static int tm_verbs_probe(const tm_verbs_lib_t *lib, struct ibv_device *device)
 {
-    const char *name = ibv_get_device_name(device);
+    const char *name = lib->get_device_name(device);
     struct ibv_device_attr_ex attr;
     struct ibv_port_attr port_attr;
     struct ibv_context *ctx;
@@ -331,9 +64,12 @@ static int tm_verbs_probe(struct ibv_device *device)
                      name, TM_DEV_NAME_MAX - 1);
         return ENAMETOOLONG;
     }
+    if (!lib->probe) {
+        return 0;
+    }
 
     errno = 0;
-    ctx   = ibv_open_device(device);
+    ctx   = lib->open_device(device);
     if (ctx == NULL) {
         ret = tm_verbs_errno(ENODEV);
         tm_dev_debug("verbs: %s: ibv_open_device() failed: %s", name,
@@ -369,11 +105,12 @@ static int tm_verbs_probe(struct ibv_device *device)
                  attr.tm_caps.max_num_tags, attr.tm_caps.max_ops,
                  attr.tm_caps.max_rndv_hdr_size, port);
 out:
-    ibv_close_device(ctx);
+    lib->close_device(ctx);
     return ret;
 }
 
-void tm_verbs_list(tm_dev_info_t *info, unsigned max, unsigned *count)
+static void tm_verbs_list_lib(const tm_verbs_lib_t *lib, tm_dev_info_t *info,
+                              unsigned max, unsigned *count)
 {
     struct ibv_device **list;
     int num = 0;
@@ -381,44 +118,69 @@ void tm_verbs_list(tm_dev_info_t *info, unsigned max, unsigned *count)
     int i;
 
     errno = 0;
-    list  = ibv_get_device_list(&num);
+    list  = lib->get_device_list(&num);
     if (list == NULL) {
         err = tm_verbs_errno(ENODEV);
-        tm_dev_debug("verbs: no devices: ibv_get_device_list() failed: %s "
-                     "(errno %d)", strerror(err), err);
+        tm_dev_debug("verbs: %s lists no devices: %s (errno %d)", lib->name,
+                     strerror(err), err);
         return;
     }
 
     if (num == 0) {
-        tm_dev_debug("verbs: no devices: rdma-core found no RDMA device");
+        tm_dev_debug("verbs: %s found no device", lib->name);
     }
 
     for (i = 0; i < num; ++i) {
         if (*count >= max) {
             tm_dev_debug("verbs: device table full (%u entries): %s and "
                          "later devices not listed", max,
-                         ibv_get_device_name(list[i]));
+                         lib->get_device_name(list[i]));
             break;
         }
 
-        if (tm_verbs_probe(list[i]) != 0) {
+        if (tm_verbs_probe(lib, list[i]) != 0) {
             continue;
         }
 
         memset(&info[*count], 0, sizeof(info[*count]));
-        tm_verbs_name_copy(info[*count].name, ibv_get_device_name(list[i]));
-        info[*count].ops = &tm_dev_verbs_ops;
+        tm_verbs_name_copy(info[*count].name, lib->get_device_name(list[i]));
+        info[*count].lib = lib;
         ++(*count);
     }
 
-    ibv_free_device_list(list);
+    lib->free_device_list(list);
+}
+
+unsigned tm_dev_list(tm_dev_info_t *info, unsigned max)
+{
+    unsigned count = 0;
+
+    tm_verbs_list_lib(&tm_verbs_libibverbs, info, max, &count);
+    tm_verbs_list_lib(&tm_verbs_softnic, info, max, &count);
+    return count;
+}
+
+int tm_dev_find(const char *name, tm_dev_info_t *info)
+{
+    tm_dev_info_t list[16];
+    unsigned count, i;
+
+    count = tm_dev_list(list, sizeof(list) / sizeof(list[0]));
+    for (i = 0; i < count; ++i) {
+        if (!strcmp(list[i].name, name)) {
+            *info = list[i];
+            return 0;
+        }
+    }
+    return ENODEV;
 }
 
 
 /*
  * Open / close
  */
-static int tm_verbs_open_context(const char *name, struct ibv_context **ctx_p)
+static int tm_verbs_open_context(const tm_verbs_lib_t *lib, const char *name,
+                                 struct ibv_context **ctx_p)
 {
     struct ibv_device **list;
     struct ibv_context *ctx = NULL;
@@ -427,7 +189,7 @@ static int tm_verbs_open_context(const char *name, struct ibv_context **ctx_p)
     int i;
 
     errno = 0;
-    list  = ibv_get_device_list(&num);
+    list  = lib->get_device_list(&num);
     if (list == NULL) {
         ret = tm_verbs_errno(ENODEV);
         tm_dev_debug("verbs: cannot open %s: ibv_get_device_list() failed: "
@@ -436,18 +198,18 @@ static int tm_verbs_open_context(const char *name, struct ibv_context **ctx_p)
     }
 
     for (i = 0; i < num; ++i) {
-        if (strcmp(ibv_get_device_name(list[i]), name) != 0) {
+        if (strcmp(lib->get_device_name(list[i]), name) != 0) {
             continue;
         }
 
         errno = 0;
-        ctx   = ibv_open_device(list[i]);
+        ctx   = lib->open_device(list[i]);
         ret   = (ctx != NULL) ? 0 : tm_verbs_errno(ENODEV);
         break;
     }
 
     /* An opened context keeps its device; the list may go */
-    ibv_free_device_list(list);
+    lib->free_device_list(list);
     if (ret != 0) {
         tm_dev_debug("verbs: cannot open %s: %s", name, strerror(ret));
         return ret;
@@ -472,12 +234,13 @@ static int tm_verbs_gid_select(tm_verbs_dev_t *dev)
     if (!tm_verbs_is_eth(dev->port_attr.link_layer)) {
         dev->gid_index = 0;
         errno          = 0;
-        return ibv_query_gid(dev->ctx, dev->port_num, 0, &dev->gid) ?
+        return dev->lib->query_gid(dev->ctx, dev->port_num, 0, &dev->gid) ?
                tm_verbs_errno(EADDRNOTAVAIL) : 0;
     }
 
     for (i = 0; (i < dev->port_attr.gid_tbl_len) && (i <= UINT8_MAX); ++i) {
-        if (ibv_query_gid_ex(dev->ctx, dev->port_num, i, &entry, 0) != 0) {
+        if (dev->lib->query_gid_ex(dev->ctx, dev->port_num, i, &entry, 0,
+                                   sizeof(entry)) != 0) {
             continue;   /* empty entry (ENODATA) */
         }
 
@@ -512,8 +275,73 @@ static int tm_verbs_port_init(tm_verbs_dev_t *dev)
     return tm_verbs_gid_select(dev);
 }
 
-int tm_verbs_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
-                  tm_dev_t **dev_p)
+/*
+ * The software NIC's settings (its extension): what a NIC fixes (packet
+ * size, largest SEND, rendezvous header) is asked of it, then read back
+ * into the limits.  It also offers connections to a remote SRQ.
+ */
+static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
+                                  const tm_dev_attr_t *attr)
+{
+    struct softnic_dv_attr dv = {
+        .packet_size       = attr->eager_packet_size,
+        .max_send_size     = attr->max_msg_size,
+        .max_rndv_hdr_size = attr->max_rndv_hdr_size
+    };
+    int ret;
+
+    ret = softnic_dv_set_attr(dev->ctx, &dv);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: settings refused: %s", dev->super.name,
+                     strerror(ret));
+        return ret;
+    }
+    ret = softnic_dv_query(dev->ctx, &dv);
+    if (ret != 0) {
+        return ret;
+    }
+    dev->flags |= TM_DEV_CAP_CONNECT_TO_SRQ;
+    snprintf(dev->driver, sizeof(dev->driver), "software NIC");
+    return 0;
+}
+
+static void tm_verbs_softnic_limits(tm_verbs_dev_t *dev)
+{
+    struct softnic_dv_attr dv;
+
+    if (softnic_dv_query(dev->ctx, &dv) == 0) {
+        dev->lim.eager_packet_size = dv.packet_size;
+        dev->lim.max_msg_size      = dv.max_send_size;
+    }
+}
+
+/* The kernel driver of a NIC ("mlx5_core" -> "mlx5"), for the log */
+static void tm_verbs_driver_name(tm_verbs_dev_t *dev)
+{
+    char path[512], link[256];
+    const char *base;
+    ssize_t n;
+    size_t len;
+
+    snprintf(path, sizeof(path), "%s/device/driver",
+             dev->ctx->device->ibdev_path);
+    n = readlink(path, link, sizeof(link) - 1);
+    if (n <= 0) {
+        snprintf(dev->driver, sizeof(dev->driver), "%s", dev->lib->name);
+        return;
+    }
+    link[n] = '\0';
+    base    = strrchr(link, '/');
+    base    = (base != NULL) ? base + 1 : link;
+    len     = strlen(base);
+    if ((len > 5) && !strcmp(base + len - 5, "_core")) {
+        len -= 5;
+    }
+    snprintf(dev->driver, sizeof(dev->driver), "%.*s", (int)len, base);
+}
+
+int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
+                tm_dev_t **dev_p)
 {
     static const tm_dev_attr_t defaults;
     tm_verbs_dev_t *dev;
@@ -529,12 +357,21 @@ int tm_verbs_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
         return ENOMEM;
     }
 
-    dev->super.ops = &tm_dev_verbs_ops;
+    dev->lib = info->lib;
     tm_verbs_name_copy(dev->super.name, info->name);
 
-    ret = tm_verbs_open_context(info->name, &dev->ctx);
+    ret = tm_verbs_open_context(dev->lib, info->name, &dev->ctx);
     if (ret != 0) {
         goto err_free;
+    }
+
+    if (softnic_dv_is_softnic(dev->ctx)) {
+        ret = tm_verbs_softnic_setup(dev, attr);
+    } else {
+        tm_verbs_driver_name(dev);
+    }
+    if (ret != 0) {
+        goto err_close;
     }
 
     ret = ibv_query_device_ex(dev->ctx, NULL, &dev->dev_attr);
@@ -557,7 +394,7 @@ int tm_verbs_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
     }
 
     errno   = 0;
-    dev->pd = ibv_alloc_pd(dev->ctx);
+    dev->pd = dev->lib->alloc_pd(dev->ctx);
     if (dev->pd == NULL) {
         ret = tm_verbs_errno(ENOMEM);
         tm_dev_debug("verbs: %s: ibv_alloc_pd() failed: %s", info->name,
@@ -566,35 +403,45 @@ int tm_verbs_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
     }
 
     tm_verbs_limits_init(&dev->lim, &dev->dev_attr, &dev->port_attr, attr);
-    tm_dev_debug("verbs: opened %s port %u (%s, gid index %u): %u tags, "
-                 "%u list ops, SRQ depth %u, MTU %u", info->name,
-                 dev->port_num,
+    if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        tm_verbs_softnic_limits(dev);
+    }
+    ret = tm_verbs_probe_queues(dev);
+    if (ret != 0) {
+        goto err_dealloc_pd;
+    }
+    tm_dev_debug("verbs: opened %s (%s) port %u (%s, gid index %u): %u tags, "
+                 "%u list ops, SRQ depth %u, packet %u, inline %u", info->name,
+                 dev->driver, dev->port_num,
                  tm_verbs_is_eth(dev->port_attr.link_layer) ? "RoCE" : "IB",
                  dev->gid_index, dev->lim.max_num_tags, dev->lim.max_ops,
-                 dev->lim.srq_depth, dev->lim.eager_packet_size);
+                 dev->lim.srq_depth, dev->lim.eager_packet_size,
+                 dev->lim.max_inline);
     *dev_p = &dev->super;
     return 0;
 
+err_dealloc_pd:
+    dev->lib->dealloc_pd(dev->pd);
 err_close:
-    ibv_close_device(dev->ctx);
+    dev->lib->close_device(dev->ctx);
 err_free:
     free(dev);
     return ret;
 }
 
-void tm_verbs_close(tm_dev_t *tdev)
+void tm_dev_close(tm_dev_t *tdev)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
     int ret;
 
-    ret = ibv_dealloc_pd(dev->pd);
+    ret = dev->lib->dealloc_pd(dev->pd);
     if (ret != 0) {
         /* Objects still hold the PD: a caller bug, keep going */
         tm_dev_warn("verbs: %s: ibv_dealloc_pd() failed: %s", tdev->name,
                     strerror(ret));
     }
 
-    ret = ibv_close_device(dev->ctx);
+    ret = dev->lib->close_device(dev->ctx);
     if (ret != 0) {
         tm_dev_warn("verbs: %s: ibv_close_device() failed: %s", tdev->name,
                     strerror(errno));
@@ -602,14 +449,28 @@ void tm_verbs_close(tm_dev_t *tdev)
     free(dev);
 }
 
-void tm_verbs_query(tm_dev_t *tdev, tm_dev_caps_t *caps)
+void tm_dev_query(tm_dev_t *tdev, tm_dev_caps_t *caps)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
 
     tm_verbs_caps_fill(caps, &dev->dev_attr, &dev->lim);
+    caps->flags = dev->flags;
+    if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        caps->srq_addr_len = sizeof(uint32_t);
+    }
 }
 
-void tm_verbs_dev_addr(tm_dev_t *tdev, void *addr)
+const char *tm_dev_driver(tm_dev_t *dev)
+{
+    return tm_verbs_dev(dev)->driver;
+}
+
+struct ibv_context *tm_dev_ibv_context(tm_dev_t *dev)
+{
+    return tm_verbs_dev(dev)->ctx;
+}
+
+void tm_dev_addr(tm_dev_t *tdev, void *addr)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
 
@@ -617,7 +478,7 @@ void tm_verbs_dev_addr(tm_dev_t *tdev, void *addr)
                            dev->port_attr.lid, &dev->gid);
 }
 
-int tm_verbs_is_reachable(tm_dev_t *tdev, const void *dev_addr)
+int tm_dev_is_reachable(tm_dev_t *tdev, const void *dev_addr)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
     tm_verbs_peer_t peer;
@@ -633,11 +494,11 @@ int tm_verbs_is_reachable(tm_dev_t *tdev, const void *dev_addr)
 /*
  * Memory registration
  */
-int tm_verbs_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
-                    tm_dev_mr_t **mr_p)
+int tm_dev_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
+                  tm_dev_mr_t **mr_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
-    tm_verbs_mr_t *mr;
+    struct ibv_mr *mr;
     int ret;
 
     if (access == 0) {
@@ -649,41 +510,20 @@ int tm_verbs_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
         access |= IBV_ACCESS_LOCAL_WRITE;
     }
 
-    mr = calloc(1, sizeof(*mr));
-    if (mr == NULL) {
-        return ENOMEM;
-    }
-
-    errno  = 0;
-    mr->mr = ibv_reg_mr(dev->pd, addr, length, access);
-    if (mr->mr == NULL) {
+    mr = dev->lib->reg_mr(dev->pd, addr, length, access);
+    if (tm_unlikely(mr == NULL)) {
         ret = tm_verbs_errno(ENOMEM);
         tm_dev_debug("verbs: %s: ibv_reg_mr(%p, %zu) failed: %s", tdev->name,
                      addr, length, strerror(ret));
-        free(mr);
         return ret;
     }
 
-    mr->super.dev    = tdev;
-    mr->super.addr   = addr;
-    mr->super.length = length;
-    mr->super.lkey   = mr->mr->lkey;
-    mr->super.rkey   = mr->mr->rkey;
-    *mr_p            = &mr->super;
+    *mr_p = mr;
     return 0;
 }
 
-int tm_verbs_dereg_mr(tm_dev_mr_t *tmr)
+/* Still registered when it fails: the caller keeps ownership and may retry */
+int tm_dev_dereg_mr(tm_dev_t *dev, tm_dev_mr_t *mr)
 {
-    tm_verbs_mr_t *mr = (tm_verbs_mr_t*)tmr;
-    int ret;
-
-    ret = ibv_dereg_mr(mr->mr);
-    if (ret != 0) {
-        /* Still registered: the caller keeps ownership and may retry */
-        return ret;
-    }
-
-    free(mr);
-    return 0;
+    return tm_verbs_dev(dev)->lib->dereg_mr(mr);
 }

@@ -1,18 +1,28 @@
 /*
- * rdma-core verbs backend of the tag-matching device: internal definitions.
+ * The verbs backend of the tag-matching device layer: internal definitions.
  *
- * Objects embed the generic tm_dev_* header first, so that the interface's
- * pointers convert to ours by a cast.  Each object owns the verbs resource it
- * wraps and nothing else: a connection does not own its SRQ or CQ, an SRQ
- * does not own its CQ.
+ * The backend drives every device, a NIC through libibverbs and the
+ * software NIC, with rdma-core's API only (verbs_lib.h says how the
+ * exported calls reach either).  Its objects embed the device layer's
+ * (tm_dev.h) first, so that the layer's pointers convert to ours by a
+ * cast.  Each object owns the verbs resource it wraps and nothing else: a
+ * connection does not own its SRQ or CQ, an SRQ does not own its CQ.
  *
- * The helpers declared below are pure (no verbs calls) and exported only so
- * that the unit test can check them without a NIC.
+ * Files:
+ *   verbs_dev.c    discovery, open / close, capabilities, addresses, MRs
+ *   verbs_queue.c  CQs (polling the extended CQ), the TM-SRQ
+ *   verbs_conn.c   RC QPs: creation, INIT / RTR / RTS, connections to a
+ *                  remote SRQ (the software NIC's extension)
+ *   verbs_lib.c    the exported verbs of libibverbs and of the software NIC
+ *
+ * The helpers declared at the end are pure (no verbs calls) and exported
+ * only so that the unit test can check them without a NIC.
  */
 #ifndef RC_TM_DEV_VERBS_VERBS_DEV_H_
 #define RC_TM_DEV_VERBS_VERBS_DEV_H_
 
 #include "dev/tm_dev.h"
+#include "verbs_lib.h"
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -26,7 +36,9 @@ extern "C" {
 #define TM_VERBS_DEF_MAX_OPS         64
 #define TM_VERBS_DEF_SRQ_DEPTH       4096   /* UCX's RX_QUEUE_LEN */
 #define TM_VERBS_DEF_SEND_WR         1024
-#define TM_VERBS_MAX_INLINE          64     /* asked of every QP */
+#define TM_VERBS_MAX_INLINE          256    /* asked of the probe QP ... */
+#define TM_VERBS_MIN_INLINE          64     /* ... and this if refused (UCX's
+                                               TX_MIN_INLINE) */
 #define TM_VERBS_MAX_SEND_SGE        2      /* header + payload */
 #define TM_VERBS_MAX_RD_ATOMIC       16     /* rendezvous reads in flight */
 
@@ -38,8 +50,14 @@ extern "C" {
 #define TM_VERBS_MIN_RNR_TIMER       23     /* 30.72 ms */
 #define TM_VERBS_HOP_LIMIT           64
 
+/* Completions a poll of a CQ without TM information reads at once */
+#define TM_VERBS_POLL_MAX            16
+
+#define tm_likely(x)                __builtin_expect(!!(x), 1)
+#define tm_unlikely(x)              __builtin_expect(!!(x), 0)
+
 /* Packed addresses are tagged so that foreign ones are refused */
-#define TM_VERBS_DEV_ADDR_MAGIC      TM_DEV_ADDR_VERBS  /* first byte: the backend */
+#define TM_VERBS_DEV_ADDR_MAGIC      0x56   /* 'V' */
 #define TM_VERBS_CONN_ADDR_MAGIC     0xc7
 
 
@@ -54,6 +72,7 @@ typedef struct tm_verbs_limits {
     uint32_t            max_msg_size;
     uint64_t            max_rdma_size;
     uint32_t            eager_packet_size;  /* path MTU in bytes */
+    uint32_t            max_inline;         /* what the probe QP got */
     uint8_t             max_rd_atomic;      /* as initiator */
     uint8_t             max_dest_rd_atomic; /* as responder */
 } tm_verbs_limits_t;
@@ -90,6 +109,7 @@ typedef struct tm_verbs_peer {
 
 typedef struct tm_verbs_dev {
     tm_dev_t                    super;
+    const tm_verbs_lib_t        *lib;       /* how its exported verbs go */
     struct ibv_context          *ctx;
     struct ibv_pd               *pd;
     struct ibv_device_attr_ex   dev_attr;
@@ -98,29 +118,25 @@ typedef struct tm_verbs_dev {
     uint8_t                     gid_index;
     union ibv_gid               gid;
     tm_verbs_limits_t           lim;
+    unsigned                    flags;      /* TM_DEV_CAP_* */
+    char                        driver[TM_DEV_NAME_MAX];
 } tm_verbs_dev_t;
 
-typedef struct tm_verbs_mr {
-    tm_dev_mr_t                 super;
-    struct ibv_mr               *mr;
-} tm_verbs_mr_t;
+typedef struct tm_verbs_conn tm_verbs_conn_t;
 
-typedef struct tm_verbs_cq {
-    tm_dev_cq_t                 super;
-    struct ibv_cq_ex            *cq;
-} tm_verbs_cq_t;
+struct tm_verbs_conn {
+    tm_dev_conn_t               super;      /* super.qp: the QP */
+    uint32_t                    psn;
+    int                         borrowed;   /* the SRQ's QP (an accepted
+                                               connection): not destroyed */
+    tm_verbs_conn_t             *next;      /* the SRQ's borrowed ones */
+};
 
 typedef struct tm_verbs_srq {
-    tm_dev_srq_t                super;
-    struct ibv_srq              *srq;
-    tm_verbs_cq_t               *cq;        /* receive CQ, not owned */
+    tm_dev_srq_t                super;      /* super.srq: the TM-SRQ */
+    tm_dev_cq_t                 *cq;        /* receive CQ, not owned */
+    tm_verbs_conn_t             *borrowed;  /* connections accepted by it */
 } tm_verbs_srq_t;
-
-typedef struct tm_verbs_conn {
-    tm_dev_conn_t               super;
-    struct ibv_qp               *qp;
-    uint32_t                    psn;
-} tm_verbs_conn_t;
 
 
 static inline tm_verbs_dev_t *tm_verbs_dev(tm_dev_t *dev)
@@ -128,43 +144,16 @@ static inline tm_verbs_dev_t *tm_verbs_dev(tm_dev_t *dev)
     return (tm_verbs_dev_t*)dev;
 }
 
+static inline const tm_verbs_lib_t *tm_verbs_lib_of(tm_dev_t *dev)
+{
+    return tm_verbs_dev(dev)->lib;
+}
 
-/* Entry points, by file */
 
-/* verbs_dev.c */
-void tm_verbs_list(tm_dev_info_t *info, unsigned max, unsigned *count);
-int  tm_verbs_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
-                   tm_dev_t **dev_p);
-void tm_verbs_close(tm_dev_t *dev);
-void tm_verbs_query(tm_dev_t *dev, tm_dev_caps_t *caps);
-void tm_verbs_dev_addr(tm_dev_t *dev, void *addr);
-int  tm_verbs_is_reachable(tm_dev_t *dev, const void *dev_addr);
-int  tm_verbs_reg_mr(tm_dev_t *dev, void *addr, size_t length, int access,
-                     tm_dev_mr_t **mr_p);
-int  tm_verbs_dereg_mr(tm_dev_mr_t *mr);
-
-/* verbs_queue.c */
-int  tm_verbs_create_cq(tm_dev_t *dev, unsigned depth, tm_dev_cq_t **cq_p);
-void tm_verbs_destroy_cq(tm_dev_cq_t *cq);
-int  tm_verbs_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc);
-int  tm_verbs_create_srq(tm_dev_t *dev, tm_dev_cq_t *recv_cq,
-                         tm_dev_srq_t **srq_p);
-void tm_verbs_destroy_srq(tm_dev_srq_t *srq);
-int  tm_verbs_post_srq_ops(tm_dev_srq_t *srq, struct ibv_ops_wr *wr,
-                           struct ibv_ops_wr **bad_wr);
-int  tm_verbs_post_srq_recv(tm_dev_srq_t *srq, struct ibv_recv_wr *wr,
-                            struct ibv_recv_wr **bad_wr);
-
-/* verbs_conn.c */
-int  tm_verbs_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq,
-                          tm_dev_cq_t *send_cq, tm_dev_conn_t **conn_p);
-void tm_verbs_destroy_conn(tm_dev_conn_t *conn);
-void tm_verbs_conn_addr(tm_dev_conn_t *conn, void *addr);
-int  tm_verbs_connect(tm_dev_conn_t *conn, const void *dev_addr,
-                      const void *conn_addr);
-uint32_t tm_verbs_conn_qp_num(tm_dev_conn_t *conn);
-int  tm_verbs_post_send(tm_dev_conn_t *conn, struct ibv_send_wr *wr,
-                        struct ibv_send_wr **bad_wr);
+/* verbs_conn.c: a CQ, TM-SRQ and QP created and destroyed at open, as UCX
+ * does, to learn the inline size the NIC grants (lim.max_inline) and that
+ * it can create a TM-SRQ at all */
+int tm_verbs_probe_queues(tm_verbs_dev_t *dev);
 
 
 /* Pure helpers (tested without hardware) */
@@ -194,6 +183,14 @@ void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
                              uint32_t qpn, uint32_t psn,
                              const union ibv_gid *gid);
 int  tm_verbs_conn_addr_unpack(const void *addr, tm_verbs_peer_t *peer);
+
+static inline int tm_verbs_is_eth(uint8_t link_layer)
+{
+    return link_layer == IBV_LINK_LAYER_ETHERNET;
+}
+
+/* ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address */
+int  tm_verbs_gid_is_ipv4(const union ibv_gid *gid);
 
 /* Whether a peer with this device address can be reached from ours */
 int  tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,

@@ -1,5 +1,5 @@
 /*
- * rdma-core verbs backend: completion queues and the tag-matching SRQ.
+ * Verbs backend: completion queues and the tag-matching SRQ.
  *
  * Every CQ is an extended CQ (ibv_create_cq_ex) because only the extended
  * interface carries tag-matching information (ibv_wc_read_tm_info), and
@@ -16,12 +16,12 @@
                                IBV_WC_EX_WITH_QP_NUM   | \
                                IBV_WC_EX_WITH_TM_INFO)
 
-int tm_verbs_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
+int tm_dev_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
     unsigned max_cqe    = (unsigned)dev->dev_attr.orig_attr.max_cqe;
     struct ibv_cq_init_attr_ex attr;
-    tm_verbs_cq_t *cq;
+    tm_dev_cq_t *cq;
     int ret;
 
     memset(&attr, 0, sizeof(attr));
@@ -48,43 +48,64 @@ int tm_verbs_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
                      depth, attr.cqe);
     }
 
-    cq->super.dev = tdev;
-    *cq_p         = &cq->super;
+    cq->dev = tdev;
+    *cq_p   = cq;
     return 0;
 }
 
-void tm_verbs_destroy_cq(tm_dev_cq_t *tcq)
+void tm_dev_destroy_cq(tm_dev_cq_t *cq)
 {
-    tm_verbs_cq_t *cq = (tm_verbs_cq_t*)tcq;
     int ret;
 
-    ret = ibv_destroy_cq(ibv_cq_ex_to_cq(cq->cq));
+    ret = tm_verbs_lib_of(cq->dev)->destroy_cq(ibv_cq_ex_to_cq(cq->cq));
     if (ret != 0) {
         /* A QP or SRQ still uses it: a caller bug; do not free what the
          * library still references */
         tm_dev_warn("verbs: %s: ibv_destroy_cq() failed: %s",
-                    tcq->dev->name, strerror(ret));
+                    cq->dev->name, strerror(ret));
         return;
     }
     free(cq);
 }
 
-void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
+/* What the completion the extended CQ points at says: only the fields its
+ * kind has are read (a call through the CQ each) */
+static inline void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
+                                           tm_dev_wc_t *wc)
 {
     wc->wr_id      = cq->wr_id;
     wc->status     = cq->status;
     wc->opcode     = ibv_wc_read_opcode(cq);
-    wc->byte_len   = ibv_wc_read_byte_len(cq);
     wc->qp_num     = ibv_wc_read_qp_num(cq);
-    wc->wc_flags   = ibv_wc_read_wc_flags(cq);
+    wc->byte_len   = 0;
+    wc->wc_flags   = 0;
+    wc->imm_data   = 0;
     /* Defined for failed completions only */
-    wc->vendor_err = (wc->status != IBV_WC_SUCCESS) ?
+    wc->vendor_err = (tm_unlikely(wc->status != IBV_WC_SUCCESS)) ?
                      ibv_wc_read_vendor_err(cq) : 0;
-    /* Big-endian, as ibv_wc carries it */
-    wc->imm_data   = (wc->wc_flags & IBV_WC_WITH_IMM) ?
-                     ibv_wc_read_imm_data(cq) : 0;
     memset(&wc->tm_info, 0, sizeof(wc->tm_info));
 
+    switch (wc->opcode) {
+    case IBV_WC_SEND:
+    case IBV_WC_RDMA_WRITE:
+        return;
+    case IBV_WC_RDMA_READ:
+        wc->byte_len = ibv_wc_read_byte_len(cq);
+        return;
+    case IBV_WC_TM_ADD:
+    case IBV_WC_TM_DEL:
+    case IBV_WC_TM_SYNC:
+        wc->wc_flags = ibv_wc_read_wc_flags(cq);    /* SYNC_REQ */
+        return;
+    default:
+        break;
+    }
+
+    wc->byte_len = ibv_wc_read_byte_len(cq);
+    wc->wc_flags = ibv_wc_read_wc_flags(cq);
+    if (wc->wc_flags & IBV_WC_WITH_IMM) {
+        wc->imm_data = ibv_wc_read_imm_data(cq);    /* big endian */
+    }
     if (wc->opcode != IBV_WC_TM_RECV) {
         return;
     }
@@ -98,29 +119,65 @@ void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
     }
 }
 
-int tm_verbs_poll_cq(tm_dev_cq_t *tcq, int max, tm_dev_wc_t *wc)
+void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
 {
-    tm_verbs_cq_t *cq             = (tm_verbs_cq_t*)tcq;
+    tm_verbs_wc_read_inline(cq, wc);
+}
+
+/* A CQ without tag-matching completions (sends only): ibv_poll_cq, one
+ * call for a batch */
+static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
+{
+    struct ibv_wc ibv_wc[TM_VERBS_POLL_MAX];
+    int i, n;
+
+    n = ibv_poll_cq(ibv_cq_ex_to_cq(cq->cq),
+                    (max < TM_VERBS_POLL_MAX) ? max : TM_VERBS_POLL_MAX,
+                    ibv_wc);
+    if (tm_unlikely(n < 0)) {
+        tm_dev_error("verbs: %s: ibv_poll_cq() failed: %d", cq->dev->name,
+                     n);
+        return -EIO;
+    }
+    for (i = 0; i < n; ++i) {
+        wc[i].wr_id        = ibv_wc[i].wr_id;
+        wc[i].status       = ibv_wc[i].status;
+        wc[i].opcode       = ibv_wc[i].opcode;
+        wc[i].byte_len     = ibv_wc[i].byte_len;
+        wc[i].qp_num       = ibv_wc[i].qp_num;
+        wc[i].wc_flags     = ibv_wc[i].wc_flags;
+        wc[i].imm_data     = ibv_wc[i].imm_data;
+        wc[i].vendor_err   = ibv_wc[i].vendor_err;
+        wc[i].tm_info.tag  = 0;
+        wc[i].tm_info.priv = 0;
+    }
+    return n;
+}
+
+int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
+{
     struct ibv_poll_cq_attr attr  = {0};
     int count                     = 0;
     int ret;
 
-    if (max <= 0) {
+    if (tm_unlikely(max <= 0)) {
         return 0;
+    } else if (!cq->tm) {
+        return tm_verbs_poll_cq_plain(cq, max, wc);
     }
 
     ret = ibv_start_poll(cq->cq, &attr);
     if (ret == ENOENT) {
         return 0;
-    } else if (ret != 0) {
+    } else if (tm_unlikely(ret != 0)) {
         /* No batch was started: end_poll must not be called */
         tm_dev_error("verbs: %s: ibv_start_poll() failed: %s",
-                     tcq->dev->name, strerror(ret));
+                     cq->dev->name, strerror(ret));
         return -ret;
     }
 
     for (;;) {
-        tm_verbs_wc_read(cq->cq, &wc[count++]);
+        tm_verbs_wc_read_inline(cq->cq, &wc[count++]);
         if (count == max) {
             break;
         }
@@ -128,10 +185,10 @@ int tm_verbs_poll_cq(tm_dev_cq_t *tcq, int max, tm_dev_wc_t *wc)
         ret = ibv_next_poll(cq->cq);
         if (ret == ENOENT) {
             break;
-        } else if (ret != 0) {
+        } else if (tm_unlikely(ret != 0)) {
             /* Completions already read stay valid; report them */
             tm_dev_error("verbs: %s: ibv_next_poll() failed: %s",
-                         tcq->dev->name, strerror(ret));
+                         cq->dev->name, strerror(ret));
             break;
         }
     }
@@ -144,11 +201,10 @@ int tm_verbs_poll_cq(tm_dev_cq_t *tcq, int max, tm_dev_wc_t *wc)
 /*
  * Tag-matching SRQ
  */
-int tm_verbs_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
-                        tm_dev_srq_t **srq_p)
+int tm_dev_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
+                      tm_dev_srq_t **srq_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
-    tm_verbs_cq_t *cq   = (tm_verbs_cq_t*)recv_cq;
     struct ibv_srq_init_attr_ex attr;
     tm_verbs_srq_t *srq;
     int ret;
@@ -160,7 +216,7 @@ int tm_verbs_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
                                 IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
     attr.srq_type             = IBV_SRQT_TM;
     attr.pd                   = dev->pd;
-    attr.cq                   = ibv_cq_ex_to_cq(cq->cq);
+    attr.cq                   = ibv_cq_ex_to_cq(recv_cq->cq);
     attr.tm_cap.max_num_tags  = dev->lim.max_num_tags;
     attr.tm_cap.max_ops       = dev->lim.max_ops;
 
@@ -169,9 +225,9 @@ int tm_verbs_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
         return ENOMEM;
     }
 
-    errno    = 0;
-    srq->srq = ibv_create_srq_ex(dev->ctx, &attr);
-    if (srq->srq == NULL) {
+    errno          = 0;
+    srq->super.srq = ibv_create_srq_ex(dev->ctx, &attr);
+    if (srq->super.srq == NULL) {
         ret = (errno != 0) ? errno : ENOMEM;
         tm_dev_debug("verbs: %s: ibv_create_srq_ex(TM, %u tags, %u ops, "
                      "%u buffers) failed: %s", tdev->name,
@@ -182,33 +238,29 @@ int tm_verbs_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
     }
 
     srq->super.dev = tdev;
-    srq->cq        = cq;
+    srq->cq        = recv_cq;
+    recv_cq->tm    = 1;     /* its completions need the extended reads */
     *srq_p         = &srq->super;
     return 0;
 }
 
-void tm_verbs_destroy_srq(tm_dev_srq_t *tsrq)
+void tm_dev_destroy_srq(tm_dev_srq_t *tsrq)
 {
     tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
+    tm_verbs_conn_t *conn;
     int ret;
 
-    ret = ibv_destroy_srq(srq->srq);
+    ret = tm_verbs_lib_of(tsrq->dev)->destroy_srq(tsrq->srq);
     if (ret != 0) {
         tm_dev_warn("verbs: %s: ibv_destroy_srq() failed: %s",
                     tsrq->dev->name, strerror(ret));
         return;
     }
+    /* the QPs it accepted went with it */
+    while (srq->borrowed != NULL) {
+        conn          = srq->borrowed;
+        srq->borrowed = conn->next;
+        free(conn);
+    }
     free(srq);
-}
-
-int tm_verbs_post_srq_ops(tm_dev_srq_t *tsrq, struct ibv_ops_wr *wr,
-                          struct ibv_ops_wr **bad_wr)
-{
-    return ibv_post_srq_ops(((tm_verbs_srq_t*)tsrq)->srq, wr, bad_wr);
-}
-
-int tm_verbs_post_srq_recv(tm_dev_srq_t *tsrq, struct ibv_recv_wr *wr,
-                           struct ibv_recv_wr **bad_wr)
-{
-    return ibv_post_srq_recv(((tm_verbs_srq_t*)tsrq)->srq, wr, bad_wr);
 }

@@ -71,8 +71,18 @@ static UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
 
 void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc)
 {
-    ++ep->available;
-    ++ep->acked_sn;
+    uint64_t sn = wc->wr_id >> 1;
+
+    if (wc->wr_id & 1) {
+        /* a send that asked for it: its CQ entry is free again */
+        --ep->signaled;
+        ++uct_rc_tm_ep_iface(ep)->tx.available;
+    }
+    if (sn > ep->acked_sn) {
+        /* it and every send before it are done */
+        ep->available += sn - ep->acked_sn;
+        ep->acked_sn   = sn;
+    }
     /* Its pending requests may go now (dispatched after the batch) */
     ucs_arbiter_group_schedule(&uct_rc_tm_ep_iface(ep)->arbiter,
                                &ep->arb_group);
@@ -173,6 +183,7 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
     uct_rc_tm_tx_op_t *op;
+    ucs_status_t status;
 
     if (ep->status != UCS_OK) {
         return ep->status;
@@ -187,6 +198,11 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     if (ep->acked_sn == ep->posted_sn) {
         return UCS_OK;
+    }
+
+    status = uct_rc_tm_ep_ask_completion(ep);
+    if (status != UCS_OK) {
+        return status;
     }
 
     if (comp != NULL) {
@@ -215,9 +231,12 @@ ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
 
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
 
-    if ((ep->status != UCS_OK) || (ep->posted_sn != ep->acked_sn)) {
-        /* Failed already, or the device watches the peer for the sends in
-         * flight */
+    if (ep->status != UCS_OK) {
+        return UCS_OK;      /* failed already */
+    } else if (ep->posted_sn != ep->acked_sn) {
+        /* The device watches the peer for the sends in flight, until one
+         * completes */
+        uct_rc_tm_ep_ask_completion(ep);
         return UCS_OK;
     }
 
@@ -277,6 +296,8 @@ static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
     ep->fence      = 0;
     ep->in_pending = 0;
     ep->available  = iface->md->caps.max_send_wr;
+    ep->unsignaled = 0;
+    ep->signaled   = 0;
     ep->posted_sn  = 0;
     ep->acked_sn   = 0;
     ep->status     = UCS_OK;
@@ -316,8 +337,10 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
     uct_rc_tm_ep_pending_purge(&ep->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&ep->arb_group);
 
-    /* completions the device may still report find no endpoint */
-    iface->tx.available += ep->posted_sn - ep->acked_sn;
+    /* completions the device may still report find no endpoint: the CQ
+     * entries they would free are free now */
+    iface->tx.available += ep->signaled;
+    ep->signaled         = 0;
     ep->acked_sn         = ep->posted_sn;
     if (notify) {
         uct_rc_tm_ep_complete_ops(ep, UINT64_MAX, UCS_ERR_CANCELED);

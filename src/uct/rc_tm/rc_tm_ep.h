@@ -17,6 +17,10 @@ struct uct_rc_tm_ep {
     int                       in_pending;  /* one of its pending requests is
                                               being dispatched */
     unsigned                  available;   /* sends the connection can take */
+    unsigned                  unsignaled;  /* sends since the last one that
+                                              asked for a completion */
+    unsigned                  signaled;    /* those that asked, in flight:
+                                              the CQ entries they hold */
     uint64_t                  posted_sn;   /* sends posted */
     uint64_t                  acked_sn;    /* sends completed (in order) */
     ucs_queue_head_t          tx_ops;      /* uct_rc_tm_tx_op_t, by sn */
@@ -32,6 +36,14 @@ static UCS_F_ALWAYS_INLINE uct_rc_tm_iface_t *
 uct_rc_tm_ep_iface(uct_rc_tm_ep_t *ep)
 {
     return ucs_derived_of(ep->super.super.iface, uct_rc_tm_iface_t);
+}
+
+/* A send's wr_id: its sequence number, and whether it asked for a
+ * completion (an error completes every send, those that did not too) */
+static UCS_F_ALWAYS_INLINE uint64_t uct_rc_tm_ep_wr_id(uint64_t sn,
+                                                      int signaled)
+{
+    return (sn << 1) | !!signaled;
 }
 
 /* Can the connection take a send now?  For the transport's own control
@@ -160,6 +172,8 @@ ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
                                       int with_imm);
 ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,
                                    size_t length);
+/* Makes sure a completion will come for the sends posted so far */
+ucs_status_t uct_rc_tm_ep_ask_completion(uct_rc_tm_ep_t *ep);
 /* An RDMA read after resources were checked (checks only credits) */
 ucs_status_t uct_rc_tm_ep_rdma_read(uct_rc_tm_ep_t *ep, void *buffer,
                                     size_t length, uint32_t lkey,

@@ -51,11 +51,20 @@ uct_rc_tm_ep_post(uct_rc_tm_ep_t *ep, struct ibv_send_wr *wr,
 {
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     struct ibv_send_wr *bad_wr;
-    int ret;
+    int signaled, ret;
 
-    wr->wr_id       = 0;
+    /* A completion only every tx_moderation sends, and for every send
+     * that has someone to tell when it completes (sends of a connection
+     * complete in order: one completion vouches for those before it, and
+     * a send buffer waits for it) */
+    signaled        = ((op != NULL) &&
+                       ((op->comp != NULL) ||
+                        (op->handler != uct_rc_tm_tx_op_done))) ||
+                      (wr->send_flags & IBV_SEND_SIGNALED) ||
+                      (ep->unsignaled + 1 >= iface->config.tx_moderation);
+    wr->wr_id       = uct_rc_tm_ep_wr_id(ep->posted_sn + 1, signaled);
     wr->next        = NULL;
-    wr->send_flags |= IBV_SEND_SIGNALED;
+    wr->send_flags |= signaled ? IBV_SEND_SIGNALED : 0;
     if (ucs_unlikely(ep->fence)) {
         wr->send_flags |= IBV_SEND_FENCE;
         ep->fence       = 0;
@@ -72,8 +81,14 @@ uct_rc_tm_ep_post(uct_rc_tm_ep_t *ep, struct ibv_send_wr *wr,
     }
 
     --ep->available;
-    --iface->tx.available;
     ++ep->posted_sn;
+    if (signaled) {
+        --iface->tx.available;      /* a CQ entry */
+        ++ep->signaled;
+        ep->unsignaled = 0;
+    } else {
+        ++ep->unsignaled;
+    }
     if (op != NULL) {
         op->sn = ep->posted_sn;
         ucs_queue_push(&ep->tx_ops, &op->queue);
@@ -121,6 +136,29 @@ ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
                                                 IBV_WR_SEND,
                                  (void*)msg, length, 0, IBV_SEND_INLINE,
                                  imm_be, 0, 0, NULL);
+}
+
+/* Sends that asked for no completion get one: a zero-length RDMA WRITE
+ * after them that asks (RC completes in order, and a zero-length RDMA
+ * operation checks no key) */
+ucs_status_t uct_rc_tm_ep_ask_completion(uct_rc_tm_ep_t *ep)
+{
+    ucs_status_t status;
+    struct ibv_send_wr wr;
+
+    if (ep->unsignaled == 0) {
+        return UCS_OK;      /* the last send asked already */
+    }
+
+    status = uct_rc_tm_ep_check_credits(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode     = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    return uct_rc_tm_ep_post(ep, &wr, NULL);
 }
 
 ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,

@@ -44,8 +44,16 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "1024",
-     "Number of sends the interface keeps in flight.",
+     "Number of sends that ask for a completion the interface keeps in\n"
+     "flight (the entries of its send completion queue).",
      ucs_offsetof(uct_rc_tm_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_MODERATION", "64",
+     "A send asks for a completion at least once in this many sends of a\n"
+     "connection (and always when it has a callback); the completion stands\n"
+     "for those before it. At most a quarter of the send queue.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, tx_moderation),
+     UCS_CONFIG_TYPE_UINT},
 
     {"RNDV_QUEUE_LEN", "1024",
      "Number of rendezvous sends that may wait for the receiver at once.",
@@ -237,7 +245,6 @@ static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
         return;
     }
 
-    ++iface->tx.available;
     uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
 }
 
@@ -665,6 +672,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     self->config.rndv_max       = ucs_min(config->rndv_max,
                                           md->caps.max_rdma_size);
     self->config.rndv_queue_len = config->rndv_queue_len;
+    self->config.tx_moderation  = ucs_max(1, ucs_min(config->tx_moderation,
+                                                     md->caps.max_send_wr / 4));
     self->config.sync_always    = config->sync_always;
     self->config.sw_list_size   = config->sw_list_size;
     self->config.promote_thresh = config->promote_thresh ?
@@ -721,6 +730,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     }
 
     uct_rc_tm_iface_stats_open(self);
+    ucs_debug("rc_tm: iface %p on %s through verbs (%s)", self, md->dev->name,
+              tm_dev_driver(md->dev));
     return UCS_OK;
 
 err_tag:

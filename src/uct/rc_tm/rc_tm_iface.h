@@ -23,7 +23,6 @@
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
-#include <ucs/datastruct/ptr_array.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/datastruct/list.h>
 #include <matcher/tag_matcher.h>
@@ -66,6 +65,7 @@ typedef struct uct_rc_tm_iface_config {
     uct_iface_config_t        super;
     size_t                    seg_size;      /* largest AM / eager bcopy msg */
     unsigned                  tx_queue_len;  /* sends in flight per iface */
+    unsigned                  tx_moderation; /* sends per completion */
     unsigned                  rndv_queue_len;/* rendezvous sends awaiting FIN */
     size_t                    eager_max;     /* largest tagged eager message */
     size_t                    rndv_max;      /* largest rendezvous message */
@@ -217,8 +217,12 @@ typedef struct uct_rc_tm_iface {
         ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
         ucs_queue_head_t      cancel_queue;   /* cancels to report */
         ucs_mpool_t           recv_mp;
-        ucs_ptr_array_t       ctxs;           /* receives whose context is
+        struct {                              /* receives whose context is
                                                  still owed a completion */
+            uct_rc_tm_recv_t  **recv;         /* by index; NULL: free */
+            unsigned          *free;          /* stack of free indices */
+            unsigned          size, num_free;
+        } ctxs;
         khash_t(uct_rc_tm_bufs) bufs;         /* posted receive buffers */
         uct_rc_tm_rndv_op_t   *rndv_ops;
         unsigned              rndv_free;      /* free list head */
@@ -231,6 +235,7 @@ typedef struct uct_rc_tm_iface {
         size_t                eager_max;
         size_t                rndv_max;
         unsigned              rndv_queue_len;
+        unsigned              tx_moderation;
         int                   sync_always;
         unsigned              sw_list_size;   /* receives kept in software */
         unsigned              promote_thresh; /* free device slots that

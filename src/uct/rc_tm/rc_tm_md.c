@@ -28,8 +28,9 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
 
     {"SOFT_PACKET_SIZE", "4k",
-     "Software device only: matched eager messages longer than this complete\n"
-     "in two steps (match, then data valid), as a NIC does past one packet.",
+     "Software NIC only: matched eager messages longer than this complete in\n"
+     "two steps (match, then data valid), as a NIC does past one packet (its\n"
+     "MTU).",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_packet_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -146,13 +147,14 @@ static ucs_status_t uct_rc_tm_mem_reg(uct_md_h tl_md, void *address,
 static ucs_status_t
 uct_rc_tm_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
+    uct_rc_tm_md_t *md = ucs_derived_of(tl_md, uct_rc_tm_md_t);
     tm_dev_mr_t *mr;
     int ret;
 
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
 
     mr  = params->memh;
-    ret = tm_dev_dereg_mr(mr);
+    ret = tm_dev_dereg_mr(md->dev, mr);
     if (ret != 0) {
         ucs_error("rc_tm: failed to deregister %p: %s", mr->addr,
                   strerror(ret));

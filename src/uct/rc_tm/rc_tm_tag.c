@@ -74,6 +74,51 @@ void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
     --iface->tm.num_sw;
 }
 
+/* ----- the table of contexts owed a completion ----- */
+
+/* Doubles the table; its new slots go on the free stack */
+static UCS_F_NOINLINE ucs_status_t uct_rc_tm_ctxs_grow(uct_rc_tm_iface_t *iface)
+{
+    unsigned size = ucs_max(iface->tm.ctxs.size * 2, 256);
+    uct_rc_tm_recv_t **recv;
+    unsigned *free_idx, i;
+
+    recv = ucs_realloc(iface->tm.ctxs.recv, size * sizeof(*recv),
+                       "rc_tm ctxs");
+    if (recv == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    iface->tm.ctxs.recv = recv;
+    free_idx = ucs_realloc(iface->tm.ctxs.free, size * sizeof(*free_idx),
+                           "rc_tm free ctxs");
+    if (free_idx == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    iface->tm.ctxs.free = free_idx;
+    for (i = size; i > iface->tm.ctxs.size; --i) {
+        recv[i - 1]                         = NULL;
+        free_idx[iface->tm.ctxs.num_free++] = i - 1;
+    }
+    iface->tm.ctxs.size = size;
+    return UCS_OK;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_ctxs_insert(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
+{
+    ucs_status_t status;
+
+    if (ucs_unlikely(iface->tm.ctxs.num_free == 0)) {
+        status = uct_rc_tm_ctxs_grow(iface);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    recv->ctx_index = iface->tm.ctxs.free[--iface->tm.ctxs.num_free];
+    iface->tm.ctxs.recv[recv->ctx_index] = recv;
+    return UCS_OK;
+}
+
 int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
                                uct_rc_tm_recv_t *recv)
 {
@@ -81,7 +126,8 @@ int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
         return 0;
     }
     recv->flags |= UCT_RC_TM_RECV_RELEASED;
-    ucs_ptr_array_remove(&iface->tm.ctxs, recv->ctx_index);
+    iface->tm.ctxs.recv[recv->ctx_index]           = NULL;
+    iface->tm.ctxs.free[iface->tm.ctxs.num_free++] = recv->ctx_index;
     return 1;
 }
 
@@ -290,11 +336,11 @@ static void uct_rc_tm_tag_ops_progress(uct_rc_tm_iface_t *iface)
 static UCS_F_ALWAYS_INLINE int
 uct_rc_tm_tag_ctx_is_posted(uct_rc_tm_iface_t *iface, uct_tag_context_t *ctx)
 {
-    uct_rc_tm_recv_t *recv;
+    unsigned index = uct_rc_tm_ctx_priv(ctx)->index;
 
-    return ucs_ptr_array_lookup(&iface->tm.ctxs,
-                                uct_rc_tm_ctx_priv(ctx)->index, recv) &&
-           (recv->ctx == ctx);
+    return (index < iface->tm.ctxs.size) &&
+           (iface->tm.ctxs.recv[index] != NULL) &&
+           (iface->tm.ctxs.recv[index]->ctx == ctx);
 }
 
 ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
@@ -349,7 +395,11 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     recv->lkey      = ((tm_dev_mr_t*)iov->memh)->lkey;
     recv->flags     = UCT_RC_TM_RECV_POSTED;
     recv->refs      = 1; /* the device entry or the software list */
-    recv->ctx_index = ucs_ptr_array_insert(&iface->tm.ctxs, recv);
+    if (ucs_unlikely(uct_rc_tm_ctxs_insert(iface, recv) != UCS_OK)) {
+        uct_rc_tm_recv_unpost(iface, recv);
+        ucs_mpool_put_inline(recv);
+        return UCS_ERR_NO_MEMORY;
+    }
     uct_rc_tm_ctx_priv(ctx)->recv  = recv;
     uct_rc_tm_ctx_priv(ctx)->index = recv->ctx_index;
 
@@ -577,7 +627,10 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     ucs_queue_head_init(&iface->tm.del_queue);
     ucs_queue_head_init(&iface->tm.cancel_queue);
     kh_init_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
-    ucs_ptr_array_init(&iface->tm.ctxs, "rc_tm_tag_ctxs");
+    iface->tm.ctxs.recv      = NULL;
+    iface->tm.ctxs.free      = NULL;
+    iface->tm.ctxs.size      = 0;
+    iface->tm.ctxs.num_free  = 0;
 
     if (tm_matcher_init(&iface->tm.matcher, &iface->tm.seq) != 0) {
         status = UCS_ERR_NO_MEMORY;
@@ -612,7 +665,6 @@ err_mp:
 err_matcher:
     tm_matcher_cleanup(&iface->tm.matcher);
 err:
-    ucs_ptr_array_cleanup(&iface->tm.ctxs, 0);
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
     return status;
 }
@@ -624,6 +676,7 @@ void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface)
     ucs_mpool_cleanup(&iface->tm.recv_mp, 0);
     tm_matcher_cleanup(&iface->tm.matcher);
     /* Contexts still posted are the user's again: the interface is gone */
-    ucs_ptr_array_cleanup(&iface->tm.ctxs, 0);
+    ucs_free(iface->tm.ctxs.recv);
+    ucs_free(iface->tm.ctxs.free);
     kh_destroy_inplace(uct_rc_tm_bufs, &iface->tm.bufs);
 }

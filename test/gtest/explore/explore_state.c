@@ -1,5 +1,5 @@
 /*
- * Canonical receive-side state of rc_tm over the software device
+ * Canonical receive-side state of rc_tm over the software NIC
  * (explore_state.h).  Receives are named by the harness's number, messages
  * in untagged buffers by the number in their payload, device entries by the
  * receive they hold; counts are relative to the schedule's start.
@@ -8,7 +8,7 @@
 
 #include <uct/rc_tm/rc_tm_iface.h>
 #include <uct/rc_tm/rc_tm_ep.h>
-#include <dev/soft/soft_dev.h>
+#include <softnic/softnic_int.h>
 
 #include <string.h>
 
@@ -18,7 +18,7 @@
 typedef struct {
     const rc_tm_explore_state_args_t *args;
     uct_rc_tm_iface_t                *iface;
-    soft_srq_t                       *srq;
+    sn_srq_t                       *srq;
     uint64_t                         *words;
     size_t                           max, count;
     int                              failed;
@@ -71,14 +71,14 @@ static unsigned handle_state(state_t *s, uint32_t index, uint32_t gen)
     return s->srq->tags[index].state;
 }
 
-static unsigned conn_index(state_t *s, const soft_conn_t *conn)
+static unsigned conn_index(state_t *s, const sn_qp_t *qp)
 {
     unsigned i;
 
     for (i = 0; i < s->args->num_eps; ++i) {
         const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
                                                   uct_rc_tm_ep_t);
-        if (ep->conn == &conn->super) {
+        if (ep->conn->qp == &qp->ibv) {
             return i;
         }
     }
@@ -102,8 +102,8 @@ static uint64_t rx_message(state_t *s, uint64_t wr_id)
 
 static void put_device(state_t *s)
 {
-    soft_srq_t *srq = s->srq;
-    soft_cq_t *cq   = srq->cq;
+    sn_srq_t *srq = s->srq;
+    sn_cq_t *cq   = srq->cq;
     uint32_t base   = s->args->base_unexp;
     unsigned i, free_count = 0, dead = 0;
     tm_matcher_entry_t *e, *next;
@@ -120,14 +120,14 @@ static void put_device(state_t *s)
     /* the matching list, in add order */
     mark(s, 'L');
     tm_matcher_for_each(&srq->listed, e, next) {
-        soft_tag_t *tag = e->arg;
+        sn_tag_t *tag = e->arg;
         put(s, ((uint64_t)recv_id_of(s, tag->recv_wr_id) << 32) |
                ((e->seq < srq->match_barrier) << 16) |
                srq->tag_refs[tag - srq->tags]);
     }
     for (i = 0; i < srq->max_tags; ++i) {
-        free_count += (srq->tags[i].state == SOFT_TAG_FREE);
-        dead       += (srq->tags[i].state == SOFT_TAG_DEAD);
+        free_count += (srq->tags[i].state == SN_TAG_FREE);
+        dead       += (srq->tags[i].state == SN_TAG_DEAD);
     }
     put(s, free_count);
     put(s, dead);
@@ -135,7 +135,7 @@ static void put_device(state_t *s)
     /* pending list operations, oldest first */
     mark(s, 'O');
     for (i = srq->op_head; i != srq->op_tail; ++i) {
-        const soft_op_t *op = &srq->ops[i % srq->max_ops];
+        const sn_op_t *op = &srq->ops[i % srq->max_ops];
         put(s, ((uint64_t)op->opcode << 48) | ((uint64_t)op->flags << 40) |
                ((uint64_t)(op->unexpected_cnt - base) << 8) |
                ((op->opcode == IBV_WR_TAG_DEL) ?
@@ -147,16 +147,16 @@ static void put_device(state_t *s)
     /* second halves of matches */
     mark(s, 'X');
     for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
-        const soft_xfer_t *x = &srq->xfers[i & srq->xfer_mask];
+        const sn_xfer_t *x = &srq->xfers[i & srq->xfer_mask];
         put(s, ((uint64_t)recv_id_of(s, x->recv_wr_id) << 32) |
                ((uint64_t)x->rndv << 31) | x->byte_len);
-        put(s, (x->conn != NULL) ? conn_index(s, x->conn) : STATE_UNKNOWN);
+        put(s, (x->qp != NULL) ? conn_index(s, x->qp) : STATE_UNKNOWN);
     }
 
     /* completions software has not read */
     mark(s, 'C');
     for (i = cq->head; i != cq->tail; ++i) {
-        const tm_dev_wc_t *wc = &cq->wc[i & (cq->depth - 1)];
+        const sn_cqe_t *wc = &cq->cqe[i & (cq->depth - 1)];
         put(s, ((uint64_t)wc->opcode << 48) | ((uint64_t)wc->status << 40) |
                ((uint64_t)wc->wc_flags << 8));
         /* priv is a rendezvous' sender operation (its generation grows
@@ -189,10 +189,8 @@ static void put_device(state_t *s)
     for (i = 0; i < s->args->num_eps; ++i) {
         const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
                                                   uct_rc_tm_ep_t);
-        const soft_conn_t *conn  = soft_container_of(ep->conn, soft_conn_t,
-                                                     super);
-        put(s, ((uint64_t)conn->state << 32) |
-               tm_soft_pending_arrivals(ep->conn));
+        put(s, ((uint64_t)ep->conn->qp->state << 32) |
+               softnic_test_pending_arrivals(ep->conn->qp));
     }
 }
 
@@ -201,8 +199,8 @@ static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
     put(s, ((uint64_t)recv_id(s, recv) << 48) | ((uint64_t)recv->flags << 16) |
            recv->refs);
     put(s, (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) ?
-           handle_state(s, recv->handle & SOFT_MAX_NUM_TAGS_LIMIT,
-                        recv->handle >> SOFT_TAG_INDEX_BITS) : 0xfe);
+           handle_state(s, recv->handle & SN_MAX_NUM_TAGS,
+                        recv->handle >> SN_TAG_INDEX_BITS) : 0xfe);
 }
 
 /* The receives of a queue, in order (ucs_queue_for_each_* would form a
@@ -282,17 +280,17 @@ static void put_transport(state_t *s)
  * flags and references */
 static void put_device_recvs(state_t *s)
 {
-    soft_srq_t *srq = s->srq;
+    sn_srq_t *srq = s->srq;
     tm_matcher_entry_t *e, *next;
     unsigned i;
 
     mark(s, 'd');
     tm_matcher_for_each(&srq->listed, e, next) {
-        soft_tag_t *tag = e->arg;
+        sn_tag_t *tag = e->arg;
         put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)tag->recv_wr_id);
     }
     for (i = srq->op_head; i != srq->op_tail; ++i) {
-        const soft_op_t *op = &srq->ops[i % srq->max_ops];
+        const sn_op_t *op = &srq->ops[i % srq->max_ops];
         if (op->opcode != IBV_WR_TAG_SYNC) {
             put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)op->wr_id);
         }
@@ -310,11 +308,11 @@ size_t rc_tm_explore_state(const rc_tm_explore_state_args_t *args,
 
     s.args   = args;
     s.iface  = ucs_derived_of(args->iface, uct_rc_tm_iface_t);
-    s.srq    = soft_container_of(s.iface->srq, soft_srq_t, super);
+    s.srq    = sn_srq(s.iface->srq->srq);
     s.words  = words;
     s.max    = max;
     s.count  = 0;
-    s.failed = !tm_soft_is_soft(s.iface->dev);
+    s.failed = !softnic_dv_is_softnic(s.iface->srq->srq->context);
     if (s.failed) {
         return 0;
     }

@@ -237,7 +237,7 @@ void rc_tm_explorer::setup(const scenario &s)
     ASSERT_FALSE(HasFatalFailure());
 
     uct_rc_tm_iface_device(m_receiver.iface, &m_dev, &m_srq);
-    ASSERT_TRUE(tm_soft_is_soft(m_dev));
+    ASSERT_TRUE(softnic_is_soft(m_dev));
     tm_dev_t *sender_dev;
     uct_rc_tm_iface_device(m_sender.iface, &sender_dev, &m_sender_srq);
     ASSERT_EQ(m_dev, sender_dev);   /* one memory domain: MANUAL for both */
@@ -285,22 +285,22 @@ void rc_tm_explorer::setup(const scenario &s)
 
     /* Which device connection is which endpoint: one active message on each,
      * seen as the only arrival */
-    tm_soft_set_mode(m_dev, TM_SOFT_MODE_MANUAL);
+    softnic_test_set_mode(m_dev, SOFTNIC_MODE_MANUAL);
     m_conns.assign(s.num_conns(), nullptr);
     for (int c = 0; c < s.num_conns(); ++c) {
-        tm_soft_event_t ev[8];
+        softnic_event_t ev[8];
         unsigned n, i, arrivals = 0;
 
         ASSERT_EQ(UCS_OK, uct_ep_am_short(m_sender.eps[c], 0, c, NULL, 0));
-        n = tm_soft_events(m_srq, ev, 8);
+        n = softnic_test_events(m_srq, ev, 8);
         for (i = 0; i < n; ++i) {
-            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
-                m_conns[c] = ev[i].conn;
+            if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
+                m_conns[c] = ev[i].qp;
                 ++arrivals;
             }
         }
         ASSERT_EQ(1u, arrivals);
-        ASSERT_EQ(0, tm_soft_step_arrival(m_conns[c]));
+        ASSERT_EQ(0, softnic_test_step_arrival(m_conns[c]));
         size_t received = m_receiver.am_received.size();
         ASSERT_TRUE(wait_for([&] {
             return m_receiver.am_received.size() > received;
@@ -322,7 +322,7 @@ void rc_tm_explorer::begin_schedule()
     m_errors.clear();
     m_log.clear();
     m_next_arrival.assign(m_scn->num_conns(), 0);
-    m_base_unexp = tm_soft_hw_unexp(m_srq);
+    m_base_unexp = softnic_test_hw_unexp(m_srq);
     for (auto &rec : m_recvs) {
         rec->reset();
     }
@@ -450,7 +450,7 @@ void rc_tm_explorer::observe(int m, const char *how)
 
 void rc_tm_explorer::enabled(std::vector<action> *actions)
 {
-    tm_soft_event_t ev[8];
+    softnic_event_t ev[8];
     unsigned n, i;
 
     actions->clear();
@@ -458,14 +458,14 @@ void rc_tm_explorer::enabled(std::vector<action> *actions)
         actions->push_back({ACT_USER, 0});
     }
 
-    n = tm_soft_events(m_srq, ev, 8);
+    n = softnic_test_events(m_srq, ev, 8);
     for (i = 0; i < n; ++i) {
         switch (ev[i].kind) {
-        case TM_SOFT_EV_OP:
+        case SOFTNIC_EV_OP:
             actions->push_back({ACT_OP, 0});
             break;
-        case TM_SOFT_EV_ARRIVAL: {
-            auto it = std::find(m_conns.begin(), m_conns.end(), ev[i].conn);
+        case SOFTNIC_EV_ARRIVAL: {
+            auto it = std::find(m_conns.begin(), m_conns.end(), ev[i].qp);
             if (it == m_conns.end()) {
                 error("arrival on an unknown connection");
             } else {
@@ -473,7 +473,7 @@ void rc_tm_explorer::enabled(std::vector<action> *actions)
             }
             break;
         }
-        case TM_SOFT_EV_DATA:
+        case SOFTNIC_EV_DATA:
             actions->push_back({ACT_DATA, 0});
             break;
         }
@@ -491,10 +491,10 @@ void rc_tm_explorer::enabled(std::vector<action> *actions)
  * a frozen sender would hold back the receiver's later reads forever. */
 void rc_tm_explorer::drain_sender()
 {
-    tm_soft_event_t ev[8];
+    softnic_event_t ev[8];
 
-    while (tm_soft_events(m_sender_srq, ev, 8) > 0) {
-        tm_soft_step(m_sender_srq, &ev[0]);
+    while (softnic_test_events(m_sender_srq, ev, 8) > 0) {
+        softnic_test_step(m_sender_srq, &ev[0]);
     }
     uct_iface_progress(m_sender.iface);
 }
@@ -514,10 +514,10 @@ void rc_tm_explorer::execute(const action &act)
         drain_sender();
         return;
     case ACT_OP:
-        ret = tm_soft_step_op(m_srq);
+        ret = softnic_test_step_op(m_srq);
         EXPLORE_LOG(std::to_string(m_now) + " O: device processes a list operation "
-            "(" + std::to_string(tm_soft_pending_ops(m_srq)) + " left, " +
-            (tm_soft_in_phase(m_srq) ? "in phase" : "out of phase") + ")");
+            "(" + std::to_string(softnic_test_pending_ops(m_srq)) + " left, " +
+            (softnic_test_in_phase(m_srq) ? "in phase" : "out of phase") + ")");
         break;
     case ACT_ARRIVAL: {
         std::vector<int> &order = m_conn_msgs.at(act.conn);
@@ -530,12 +530,12 @@ void rc_tm_explorer::execute(const action &act)
             EXPLORE_LOG(std::to_string(m_now) + " A" + std::to_string(act.conn) +
                 ": m" + std::to_string(order[next]) + " reaches the device");
         }
-        ret = tm_soft_step_arrival(m_conns.at(act.conn));
+        ret = softnic_test_step_arrival(m_conns.at(act.conn));
         break;
     }
     case ACT_DATA:
         EXPLORE_LOG(std::to_string(m_now) + " D: device finishes a transfer");
-        ret = tm_soft_step_data(m_srq);
+        ret = softnic_test_step_data(m_srq);
         break;
     default:
         ret = EINVAL;
@@ -623,9 +623,9 @@ void rc_tm_explorer::trace_list_ops(const std::function<void()> &f)
     }
     if (!posted.empty()) {
         EXPLORE_LOG("    rc_tm posts " + posted + " (device: " +
-            std::to_string(tm_soft_pending_ops(m_srq)) + " pending, " +
-            (tm_soft_in_phase(m_srq) ? "in phase" : "out of phase") + ", " +
-            std::to_string(tm_soft_hw_unexp(m_srq)) + " unexpected)");
+            std::to_string(softnic_test_pending_ops(m_srq)) + " pending, " +
+            (softnic_test_in_phase(m_srq) ? "in phase" : "out of phase") + ", " +
+            std::to_string(softnic_test_hw_unexp(m_srq)) + " unexpected)");
     }
 }
 
@@ -1185,16 +1185,16 @@ bool rc_tm_explorer::check_schedule(std::string *report,
         }
     }
 
-    if (!tm_soft_in_phase(m_srq)) {
+    if (!softnic_test_in_phase(m_srq)) {
         error("device out of phase at the end");
     }
-    if (tm_soft_hw_unexp(m_srq) != (uint32_t)sw_unexpected()) {
-        error("device judged " + std::to_string(tm_soft_hw_unexp(m_srq)) +
+    if (softnic_test_hw_unexp(m_srq) != (uint32_t)sw_unexpected()) {
+        error("device judged " + std::to_string(softnic_test_hw_unexp(m_srq)) +
               " messages unexpected, software counted " +
               std::to_string(sw_unexpected()));
     }
-    if (tm_soft_listed_tags(m_srq) > pending_in_rc_tm) {
-        error(std::to_string(tm_soft_listed_tags(m_srq)) + " entries listed "
+    if (softnic_test_listed_tags(m_srq) > pending_in_rc_tm) {
+        error(std::to_string(softnic_test_listed_tags(m_srq)) + " entries listed "
               "in the device for " + std::to_string(pending_in_rc_tm) +
               " pending receives");
     }
@@ -1284,7 +1284,7 @@ bool rc_tm_explorer::cleanup(std::string *report)
     std::vector<std::string> errors;
     bool ok;
 
-    tm_soft_set_mode(m_dev, TM_SOFT_MODE_AUTO);
+    softnic_test_set_mode(m_dev, SOFTNIC_MODE_AUTO);
     for (const auto &msg : m_msgs) {
         complete = complete && (msg->delivered > 0);
     }
@@ -1359,27 +1359,27 @@ bool rc_tm_explorer::cleanup(std::string *report)
      * answer to a SYNC_REQ may have been posted by the last progress */
     for (unsigned i = 0; i < 1000; ++i) {
         progress();
-        if ((tm_soft_pending_ops(m_srq) == 0) &&
-            (tm_soft_pending_data(m_srq) == 0) && tm_soft_in_phase(m_srq) &&
-            (tm_soft_hw_unexp(m_srq) == (uint32_t)sw_unexpected())) {
+        if ((softnic_test_pending_ops(m_srq) == 0) &&
+            (softnic_test_pending_data(m_srq) == 0) && softnic_test_in_phase(m_srq) &&
+            (softnic_test_hw_unexp(m_srq) == (uint32_t)sw_unexpected())) {
             break;
         }
     }
 
-    if ((tm_soft_pending_ops(m_srq) != 0) || (tm_soft_listed_tags(m_srq) != 0) ||
-        (tm_soft_pending_data(m_srq) != 0)) {
+    if ((softnic_test_pending_ops(m_srq) != 0) || (softnic_test_listed_tags(m_srq) != 0) ||
+        (softnic_test_pending_data(m_srq) != 0)) {
         errors.push_back("device not empty after cleanup: " +
-                         std::to_string(tm_soft_pending_ops(m_srq)) + " ops, " +
-                         std::to_string(tm_soft_listed_tags(m_srq)) +
+                         std::to_string(softnic_test_pending_ops(m_srq)) + " ops, " +
+                         std::to_string(softnic_test_listed_tags(m_srq)) +
                          " listed entries, " +
-                         std::to_string(tm_soft_pending_data(m_srq)) +
+                         std::to_string(softnic_test_pending_data(m_srq)) +
                          " transfers");
     }
-    if (!tm_soft_in_phase(m_srq) ||
-        (tm_soft_hw_unexp(m_srq) != (uint32_t)sw_unexpected())) {
+    if (!softnic_test_in_phase(m_srq) ||
+        (softnic_test_hw_unexp(m_srq) != (uint32_t)sw_unexpected())) {
         errors.push_back("device not in phase after cleanup");
     }
-    tm_soft_set_mode(m_dev, TM_SOFT_MODE_MANUAL);
+    softnic_test_set_mode(m_dev, SOFTNIC_MODE_MANUAL);
 
     for (const std::string &e : m_errors) {
         errors.push_back(e);   /* raised by callbacks during cleanup */

@@ -27,7 +27,7 @@
 #include "mpi_model.h"
 #include "../uct/uct_fixture.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 
 #include <deque>
 #include <functional>
@@ -218,7 +218,7 @@ private:
     tm_dev_t                            *m_dev    = nullptr;
     tm_dev_srq_t                        *m_srq    = nullptr;
     tm_dev_srq_t                        *m_sender_srq = nullptr;
-    std::vector<tm_dev_conn_t*>         m_conns;     /* receiver side, by index */
+    std::vector<struct ibv_qp*>         m_conns;     /* receiver side, by index */
     std::vector<std::unique_ptr<h_recv>> m_recvs;
     std::vector<std::unique_ptr<h_msg>>  m_msgs;
     std::deque<h_get>                   m_gets;

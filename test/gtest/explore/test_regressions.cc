@@ -4,7 +4,7 @@
  */
 #include "../uct/uct_fixture.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 
 #include <cstring>
 
@@ -24,8 +24,8 @@ protected:
         open();
         ASSERT_FALSE(HasFatalFailure());
         uct_rc_tm_iface_device(m_receiver.iface, &dev, &m_srq);
-        ASSERT_TRUE(tm_soft_is_soft(dev));
-        tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+        ASSERT_TRUE(softnic_is_soft(dev));
+        softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
     }
 
     static size_t pack(void *dest, void *arg)
@@ -44,12 +44,12 @@ protected:
     /* The device judges the next message of the (only) connection */
     void step_arrival()
     {
-        tm_soft_event_t ev[8];
-        unsigned n = tm_soft_events(m_srq, ev, 8);
+        softnic_event_t ev[8];
+        unsigned n = softnic_test_events(m_srq, ev, 8);
 
         for (unsigned i = 0; i < n; ++i) {
-            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
-                ASSERT_EQ(0, tm_soft_step(m_srq, &ev[i]));
+            if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
+                ASSERT_EQ(0, softnic_test_step(m_srq, &ev[i]));
                 return;
             }
         }
@@ -75,22 +75,22 @@ TEST_F(rc_tm_regression, sync_request_of_an_unexpected_message_is_answered)
 
     ASSERT_EQ(UCS_OK, uct_iface_tag_recv_zcopy(m_receiver.iface, 7, UINT64_MAX,
                                                &iov, 1, &r0.ctx));
-    ASSERT_EQ(0, tm_soft_step_op(m_srq));         /* the ADD */
+    ASSERT_EQ(0, softnic_test_step_op(m_srq));         /* the ADD */
     send(7);
     send(7);
     step_arrival();                                /* m0 matches r0 */
     step_arrival();                                /* m1: unexpected */
-    EXPECT_FALSE(tm_soft_in_phase(m_srq));
+    EXPECT_FALSE(softnic_test_in_phase(m_srq));
 
     uct_iface_progress(m_receiver.iface);
     EXPECT_EQ(1, r0.completed);
     ASSERT_EQ(1u, m_receiver.unexpected.size());
 
     /* software answered with its count: back in phase once it is processed */
-    ASSERT_EQ(1u, tm_soft_pending_ops(m_srq));
-    ASSERT_EQ(0, tm_soft_step_op(m_srq));
-    EXPECT_TRUE(tm_soft_in_phase(m_srq));
-    EXPECT_EQ(1u, tm_soft_hw_unexp(m_srq));
+    ASSERT_EQ(1u, softnic_test_pending_ops(m_srq));
+    ASSERT_EQ(0, softnic_test_step_op(m_srq));
+    EXPECT_TRUE(softnic_test_in_phase(m_srq));
+    EXPECT_EQ(1u, softnic_test_hw_unexp(m_srq));
     uct_iface_progress(m_receiver.iface);
-    EXPECT_EQ(0u, tm_soft_pending_ops(m_srq)) << "no further SYNC";
+    EXPECT_EQ(0u, softnic_test_pending_ops(m_srq)) << "no further SYNC";
 }

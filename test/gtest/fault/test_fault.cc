@@ -12,7 +12,7 @@
  */
 #include "../uct/uct_fixture.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 #include <dev/tm_dev.h>
 
 #include <ucs/debug/log_def.h>
@@ -264,7 +264,7 @@ struct raw_peer {
             tm_dev_destroy_conn(conn);
         }
         if (mr != nullptr) {
-            tm_dev_dereg_mr(mr);
+            tm_dev_dereg_mr(dev, mr);
         }
         if (srq != nullptr) {
             tm_dev_destroy_srq(srq);
@@ -455,7 +455,7 @@ protected:
         tm_dev_t *dev;
         tm_dev_srq_t *srq;
         uct_rc_tm_iface_device(e.iface, &dev, &srq);
-        EXPECT_TRUE(tm_soft_is_soft(dev));
+        EXPECT_TRUE(softnic_is_soft(dev));
         if (srq_p != nullptr) {
             *srq_p = srq;
         }
@@ -465,11 +465,11 @@ protected:
     /* One device event in MANUAL mode: the oldest arrival of any connection */
     static int step_arrival(tm_dev_srq_t *srq)
     {
-        tm_soft_event_t ev[16];
-        unsigned n = tm_soft_events(srq, ev, 16);
+        softnic_event_t ev[16];
+        unsigned n = softnic_test_events(srq, ev, 16);
         for (unsigned i = 0; i < n; ++i) {
-            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
-                return tm_soft_step(srq, &ev[i]);
+            if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
+                return softnic_test_step(srq, &ev[i]);
             }
         }
         return EAGAIN;
@@ -522,14 +522,14 @@ TEST_F(rc_tm_fault, sender_killed_before_the_device_reads)
     guarded_buffer rbuf(m_component, m_md, RNDV_SIZE, 'r');
     tag_recv r;
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x11, RNDV_SIZE));
-    ASSERT_TRUE(wait_for([&] { return tm_soft_listed_tags(srq) == 1; }));
-    tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);   /* the request waits */
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);   /* the request waits */
     ASSERT_TRUE(signal_peer('p'));
     ASSERT_TRUE(wait_peer('s'));
     kill_peer();
 
     log_capture log;
-    tm_soft_set_mode(dev, TM_SOFT_MODE_AUTO);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
             << "the receive of a dead sender's rendezvous never completed";
     EXPECT_NE(UCS_OK, r.status);
@@ -554,13 +554,13 @@ TEST_F(rc_tm_fault, sender_killed_before_software_reads)
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x11, RNDV_SIZE));
     EXPECT_EQ(1u, counters(m_receiver)[POST_SW]);
     flush(m_receiver);
-    tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
     ASSERT_TRUE(signal_peer('p'));
     ASSERT_TRUE(wait_peer('s'));
     kill_peer();
 
     log_capture log;
-    tm_soft_set_mode(dev, TM_SOFT_MODE_AUTO);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
             << "the receive of a dead sender's rendezvous never completed";
     EXPECT_NE(UCS_OK, r.status);
@@ -631,10 +631,10 @@ TEST_F(rc_tm_fault, receiver_killed_while_the_sender_awaits_fin)
         guarded_buffer rbuf(m_component, m_md, RNDV_SIZE, 'r');
         tag_recv r;
         if ((post(r, m_receiver, rbuf, 0x22, RNDV_SIZE) != UCS_OK) ||
-            !wait_for([&] { return tm_soft_pending_ops(srq) == 0; })) {
+            !wait_for([&] { return softnic_test_pending_ops(srq) == 0; })) {
             return 3;
         }
-        tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+        softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
         if (!signal_peer('r')) {
             return 4;
         }
@@ -952,7 +952,7 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x33, 65536));
     flush(m_receiver);
 
-    tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
     test_completion comp;
     {
         guarded_buffer sbuf(m_component, m_md, 65536, 's');
@@ -962,7 +962,7 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     }
 
     log_capture log;
-    tm_soft_set_mode(dev, TM_SOFT_MODE_AUTO);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
     EXPECT_EQ(UCS_ERR_INVALID_ADDR, r.status);
     EXPECT_TRUE(rbuf.all('r'));
@@ -1064,7 +1064,7 @@ TEST_F(rc_tm_fault, rendezvous_longer_than_the_sender_registered)
     EXPECT_TRUE(rbuf.all('r'));
     EXPECT_TRUE(rbuf.guards_intact());
     EXPECT_EQ(std::vector<char>(3 * 4096, 'e'), exposed);
-    tm_dev_dereg_mr(mr);
+    tm_dev_dereg_mr(m_raw.dev, mr);
 }
 
 /* FINs naming no rendezvous (an index past the table, a generation not in

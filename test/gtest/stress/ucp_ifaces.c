@@ -1,7 +1,7 @@
 /*
  * The UCT interfaces a UCP worker opened on one transport.  UCP keeps them
  * to itself; a stress test reaches rc_tm's software device through them to
- * steer it (tm_soft_set_order).  Built against UCP's internal headers of the
+ * steer it (softnic_test_set_order).  Built against UCP's internal headers of the
  * installed version, as the module is.
  */
 #include <ucp/core/ucp_context.h>

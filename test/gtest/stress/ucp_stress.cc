@@ -17,7 +17,7 @@
 #include "ucp_stress.h"
 #include "mpi_model.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
@@ -543,9 +543,9 @@ void stress_peer::set_device_order(ucp_worker_h worker)
     }
     for (unsigned i = 0; i < count; ++i) {
         uct_rc_tm_iface_device(ifaces[i], &dev, &srq);
-        if (m_config.random_order && tm_soft_is_soft(dev) &&
+        if (m_config.random_order && softnic_is_soft(dev) &&
             m_steered.insert(dev).second) {
-            tm_soft_set_order(dev, TM_SOFT_ORDER_RANDOM,
+            softnic_test_set_order(dev, SOFTNIC_ORDER_RANDOM,
                               mix(m_config.seed + m_rank));
         }
     }

@@ -6,7 +6,7 @@
  */
 #include "uct_fixture.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 
 #include <cstring>
 
@@ -66,7 +66,7 @@ protected:
         tm_dev_t *dev;
         tm_dev_srq_t *srq;
         uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
-        EXPECT_TRUE(tm_soft_is_soft(dev));
+        EXPECT_TRUE(softnic_is_soft(dev));
         return srq;
     }
 };
@@ -133,7 +133,7 @@ TEST_F(rc_tm_overflow, receive_won_in_software_from_the_device)
 {
     open();
     tm_dev_srq_t *srq = receiver_srq();
-    tm_soft_hold_ops(srq, 1);
+    softnic_test_hold_ops(srq, 1);
 
     std::vector<posted> r(2);
     ASSERT_EQ(UCS_OK, post(r[0], 0x7));   /* its ADD waits in the device */
@@ -144,9 +144,9 @@ TEST_F(rc_tm_overflow, receive_won_in_software_from_the_device)
     EXPECT_TRUE(r[0].recv.order_ok);
     EXPECT_EQ(1u, counters(m_receiver)[SW_WON]);
 
-    tm_soft_hold_ops(srq, 0);
-    ASSERT_TRUE(wait_for([&] { return tm_soft_pending_ops(srq) == 0; }));
-    EXPECT_EQ(0u, tm_soft_listed_tags(srq)) << "the won entry left the device";
+    softnic_test_hold_ops(srq, 0);
+    ASSERT_TRUE(wait_for([&] { return softnic_test_pending_ops(srq) == 0; }));
+    EXPECT_EQ(0u, softnic_test_listed_tags(srq)) << "the won entry left the device";
 
     /* The next message does not land in the receive software gave away */
     send(0x7, 2);

@@ -4,7 +4,7 @@
  */
 #include "uct_fixture.h"
 
-#include <dev/soft/soft_dev_test.h>
+#include "../common/softnic_steer.h"
 
 #include <cstring>
 #include <sys/socket.h>
@@ -563,15 +563,15 @@ TEST_F(rc_tm_tag, queued_dels_keep_the_device_out_of_phase)
     tm_dev_t *dev;
     tm_dev_srq_t *srq;
     uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
-    ASSERT_TRUE(tm_soft_is_soft(dev));
-    tm_soft_set_mode(dev, TM_SOFT_MODE_MANUAL);
+    ASSERT_TRUE(softnic_is_soft(dev));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
 
     auto step_arrival = [&]() {
-        tm_soft_event_t ev[8];
-        unsigned n = tm_soft_events(srq, ev, 8);
+        softnic_event_t ev[8];
+        unsigned n = softnic_test_events(srq, ev, 8);
         for (unsigned i = 0; i < n; ++i) {
-            if (ev[i].kind == TM_SOFT_EV_ARRIVAL) {
-                return tm_soft_step(srq, &ev[i]);
+            if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
+                return softnic_test_step(srq, &ev[i]);
             }
         }
         return EAGAIN;
@@ -587,23 +587,23 @@ TEST_F(rc_tm_tag, queued_dels_keep_the_device_out_of_phase)
     send_eager_bcopy(0xb2, m2);
     ASSERT_EQ(0, step_arrival());                 /* unexpected: out of phase */
     ASSERT_EQ(0, step_arrival());
-    ASSERT_EQ(0, tm_soft_step_op(srq));           /* listed, not matchable */
-    ASSERT_EQ(0, tm_soft_step_op(srq));
+    ASSERT_EQ(0, softnic_test_step_op(srq));           /* listed, not matchable */
+    ASSERT_EQ(0, softnic_test_step_op(srq));
 
     /* Software gives m1 and m2 to the receives and takes both entries back */
     ASSERT_TRUE(wait_for([&] {
         return (r1.completed > 0) && (r2.completed > 0) &&
-               (tm_soft_pending_ops(srq) == 2);
+               (softnic_test_pending_ops(srq) == 2);
     }));
     EXPECT_EQ(2u, counters(m_receiver)[SW_WON]);
     EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
 
     /* The first DEL done, a message for the second receive arrives */
-    ASSERT_EQ(0, tm_soft_step_op(srq));
+    ASSERT_EQ(0, softnic_test_step_op(srq));
     send_eager_bcopy(0xb2, m3);
     ASSERT_EQ(0, step_arrival());
-    ASSERT_EQ(0, tm_soft_step_op(srq));
-    tm_soft_set_mode(dev, TM_SOFT_MODE_AUTO);
+    ASSERT_EQ(0, softnic_test_step_op(srq));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
 
     ASSERT_TRUE(wait_for([&] { return !m_receiver.unexpected.empty(); }))
             << "the device matched m3 to a receive software had completed";
@@ -611,5 +611,5 @@ TEST_F(rc_tm_tag, queued_dels_keep_the_device_out_of_phase)
     EXPECT_EQ(1, r2.completed);
     EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
     flush(m_receiver);
-    EXPECT_EQ(0u, tm_soft_listed_tags(srq));
+    EXPECT_EQ(0u, softnic_test_listed_tags(srq));
 }

@@ -1,16 +1,12 @@
 /*
- * Software device wire: shared-memory segments and who owns them.
+ * Software NIC: shared-memory segments and the processes that own them
+ * (softnic_wire.h), the leftovers of processes that died, and logging.
  *
- * Every segment is a file in /dev/shm named after its owner process
- * (pid and start time, so that a reused pid is not mistaken for the owner):
- *   rc_tm_soft.<pid>.<start>.d<dev>         device: registration table
- *   rc_tm_soft.<pid>.<start>.d<dev>.c<n>    a connection's inbound ring
- *   rc_tm_soft.<pid>.<start>.d<dev>.s<n>    a TM-SRQ's accept queue
- * The owner unlinks them on close and at exit; a process killed before that
- * leaves them behind, and the next device opened on the host unlinks those
- * whose owner is gone.
+ * The owner unlinks its segments when it destroys them and at exit; a
+ * process killed before that leaves them behind, and the next device
+ * opened on the host unlinks those whose owner is gone.
  */
-#include "soft_dev.h"
+#include "softnic_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,19 +20,41 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SOFT_SHM_DIR "/dev/shm"
+#define SN_SHM_DIR "/dev/shm"
 
 /* Segments this process created and has not destroyed: unlinked at exit.
  * A list through the segments themselves, so that any number is tracked (a
  * process that never closes its contexts may own thousands).  A forked
  * child inherits a copy: only the process that created a segment unlinks
  * it, and the child starts a list of its own with its first segment. */
-static pthread_mutex_t soft_owned_lock = PTHREAD_MUTEX_INITIALIZER;
-static soft_list_t soft_owned = { &soft_owned, &soft_owned };
-static pid_t soft_owned_pid;
-static bool soft_atexit_done;
+static pthread_mutex_t sn_owned_lock = PTHREAD_MUTEX_INITIALIZER;
+static sn_list_t sn_owned = { &sn_owned, &sn_owned };
+static pid_t sn_owned_pid;
+static bool sn_atexit_done;
 
-uint64_t soft_now_ns(void)
+static softnic_log_func_t sn_log_func;
+
+void softnic_set_log(softnic_log_func_t func)
+{
+    sn_log_func = func;
+}
+
+void sn_log(softnic_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (sn_log_func != NULL) {
+        sn_log_func(level, fmt, ap);
+    } else if (level == SOFTNIC_LOG_ERROR) {
+        fprintf(stderr, "softnic: ");
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+}
+
+uint64_t sn_now_ns(void)
 {
     struct timespec ts;
 
@@ -45,7 +63,7 @@ uint64_t soft_now_ns(void)
 }
 
 /* Reads state (field 3) and start time (field 22) of /proc/<pid>/stat */
-static int soft_proc_stat(pid_t pid, char *state, uint64_t *start_time)
+static int sn_proc_stat(pid_t pid, char *state, uint64_t *start_time)
 {
     char path[64], buf[1024], *p;
     unsigned long long st;
@@ -85,33 +103,33 @@ static int soft_proc_stat(pid_t pid, char *state, uint64_t *start_time)
     return 0;
 }
 
-int soft_proc_start_time(pid_t pid, uint64_t *start_time)
+int sn_proc_start_time(pid_t pid, uint64_t *start_time)
 {
     char state;
 
-    return soft_proc_stat(pid, &state, start_time);
+    return sn_proc_stat(pid, &state, start_time);
 }
 
-int soft_proc_self(soft_proc_id_t *id)
+int sn_proc_self(sn_proc_id_t *id)
 {
     id->pid = (uint32_t)getpid();
     id->uid = (uint32_t)getuid();
-    return soft_proc_start_time(getpid(), &id->start_time);
+    return sn_proc_start_time(getpid(), &id->start_time);
 }
 
 /* Alive: same pid and start time, and not a zombie (which never answers) */
-bool soft_proc_alive(const soft_proc_id_t *id)
+bool sn_proc_alive(const sn_proc_id_t *id)
 {
     uint64_t st;
     char state;
 
-    if (soft_proc_stat((pid_t)id->pid, &state, &st) != 0) {
+    if (sn_proc_stat((pid_t)id->pid, &state, &st) != 0) {
         return false;
     }
     return (st == id->start_time) && (state != 'Z') && (state != 'X');
 }
 
-uint32_t soft_host_id(void)
+uint32_t sn_host_id(void)
 {
     static uint32_t host_id;
     char buf[64] = {0};
@@ -137,65 +155,82 @@ uint32_t soft_host_id(void)
     return host_id;
 }
 
-/* kind 0: the device segment; 'c' a ring, 's' an SRQ's accept queue */
-void soft_seg_name(char *buf, size_t len, const soft_proc_id_t *owner,
+/* kind 0: the device segment; 'q' a QP's ring, 's' an SRQ's accept queue */
+void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
                    uint32_t dev_seq, char kind, uint32_t seq)
 {
     if (kind == 0) {
-        snprintf(buf, len, SOFT_SHM_PREFIX "%u.%llu.d%u", owner->pid,
+        snprintf(buf, len, SN_SHM_PREFIX "%u.%llu.d%u", owner->pid,
                  (unsigned long long)owner->start_time, dev_seq);
     } else {
-        snprintf(buf, len, SOFT_SHM_PREFIX "%u.%llu.d%u.%c%u", owner->pid,
+        snprintf(buf, len, SN_SHM_PREFIX "%u.%llu.d%u.%c%u", owner->pid,
                  (unsigned long long)owner->start_time, dev_seq, kind, seq);
     }
 }
 
-static void soft_owned_atexit(void)
+/* A peer's segment name, from what its GID says: the start time of the
+ * process that has the pid now.  ESRCH when there is none. */
+int sn_seg_name_of_peer(char *buf, size_t len, const sn_dev_addr_t *peer,
+                        char kind, uint32_t num, sn_proc_id_t *proc)
 {
-    soft_shm_t *shm;
+    int ret;
 
-    pthread_mutex_lock(&soft_owned_lock);
-    if (soft_owned_pid == getpid()) {
-        while (!soft_list_empty(&soft_owned)) {
-            shm = soft_container_of(soft_owned.next, soft_shm_t, owned_link);
-            soft_list_del(&shm->owned_link);
+    proc->pid = peer->pid;
+    proc->uid = 0;
+    ret       = sn_proc_start_time((pid_t)peer->pid, &proc->start_time);
+    if (ret != 0) {
+        return ESRCH;
+    }
+    sn_seg_name(buf, len, proc, peer->dev_seq, kind, num);
+    return 0;
+}
+
+static void sn_owned_atexit(void)
+{
+    sn_shm_t *shm;
+
+    pthread_mutex_lock(&sn_owned_lock);
+    if (sn_owned_pid == getpid()) {
+        while (!sn_list_empty(&sn_owned)) {
+            shm = sn_container_of(sn_owned.next, sn_shm_t, owned_link);
+            sn_list_del(&shm->owned_link);
             shm_unlink(shm->name);
             shm->name[0] = '\0';   /* a later destroy only unmaps it */
         }
     }
-    pthread_mutex_unlock(&soft_owned_lock);
+    pthread_mutex_unlock(&sn_owned_lock);
 }
 
-static void soft_owned_add(soft_shm_t *shm)
+static void sn_owned_add(sn_shm_t *shm)
 {
-    pthread_mutex_lock(&soft_owned_lock);
-    if (soft_owned_pid != shm->owner) {
+    pthread_mutex_lock(&sn_owned_lock);
+    if (sn_owned_pid != shm->owner) {
         /* first segment of this process, or of a forked child: the
          * inherited list names the parent's segments */
-        soft_list_init(&soft_owned);
-        soft_owned_pid = shm->owner;
+        sn_list_init(&sn_owned);
+        sn_owned_pid = shm->owner;
     }
-    if (!soft_atexit_done) {
-        atexit(soft_owned_atexit);
-        soft_atexit_done = true;
+    if (!sn_atexit_done) {
+        atexit(sn_owned_atexit);
+        sn_atexit_done = true;
     }
-    soft_list_add_tail(&soft_owned, &shm->owned_link);
-    pthread_mutex_unlock(&soft_owned_lock);
+    sn_list_add_tail(&sn_owned, &shm->owned_link);
+    pthread_mutex_unlock(&sn_owned_lock);
 }
 
-static void soft_owned_remove(soft_shm_t *shm)
+static void sn_owned_remove(sn_shm_t *shm)
 {
-    pthread_mutex_lock(&soft_owned_lock);
-    soft_list_del(&shm->owned_link);
-    pthread_mutex_unlock(&soft_owned_lock);
+    pthread_mutex_lock(&sn_owned_lock);
+    sn_list_del(&shm->owned_link);
+    pthread_mutex_unlock(&sn_owned_lock);
 }
 
-bool soft_shm_is_ours(const soft_shm_t *shm)
+bool sn_shm_is_ours(const sn_shm_t *shm)
 {
     return (shm->name[0] != '\0') && (shm->owner == getpid());
 }
 
-int soft_shm_create(soft_shm_t *shm, const char *name, size_t size)
+int sn_shm_create(sn_shm_t *shm, const char *name, size_t size)
 {
     void *base;
     int fd, ret;
@@ -203,19 +238,19 @@ int soft_shm_create(soft_shm_t *shm, const char *name, size_t size)
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         ret = errno;
-        tm_dev_error("soft: shm_open(%s) failed: %s", name, strerror(ret));
+        sn_error("shm_open(%s) failed: %s", name, strerror(ret));
         return ret;
     }
     if (ftruncate(fd, (off_t)size) != 0) {
         ret = errno;
-        tm_dev_error("soft: ftruncate(%s, %zu) failed: %s", name, size,
+        sn_error("ftruncate(%s, %zu) failed: %s", name, size,
                      strerror(ret));
         goto err_unlink;
     }
     base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         ret = errno;
-        tm_dev_error("soft: mmap(%s) failed: %s", name, strerror(ret));
+        sn_error("mmap(%s) failed: %s", name, strerror(ret));
         goto err_unlink;
     }
     close(fd);
@@ -224,7 +259,7 @@ int soft_shm_create(soft_shm_t *shm, const char *name, size_t size)
     shm->size  = size;
     shm->owner = getpid();
     snprintf(shm->name, sizeof(shm->name), "%s", name);
-    soft_owned_add(shm);
+    sn_owned_add(shm);
     return 0;
 
 err_unlink:
@@ -233,7 +268,7 @@ err_unlink:
     return ret;
 }
 
-int soft_shm_attach(soft_shm_t *shm, const char *name)
+int sn_shm_attach(sn_shm_t *shm, const char *name)
 {
     struct stat st;
     void *base;
@@ -242,7 +277,7 @@ int soft_shm_attach(soft_shm_t *shm, const char *name)
     fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {
         ret = errno;
-        tm_dev_debug("soft: cannot attach %s: %s", name, strerror(ret));
+        sn_debug("cannot attach %s: %s", name, strerror(ret));
         return ret;
     }
     if (fstat(fd, &st) != 0) {
@@ -250,7 +285,7 @@ int soft_shm_attach(soft_shm_t *shm, const char *name)
         close(fd);
         return ret;
     }
-    if ((size_t)st.st_size < sizeof(soft_seg_hdr_t)) {
+    if ((size_t)st.st_size < sizeof(sn_seg_hdr_t)) {
         close(fd);
         return EINVAL;
     }
@@ -270,13 +305,13 @@ int soft_shm_attach(soft_shm_t *shm, const char *name)
 
 /* Unlinks a segment this process created; in a forked child, which only
  * inherited the mapping, it just unmaps */
-void soft_shm_destroy(soft_shm_t *shm)
+void sn_shm_destroy(sn_shm_t *shm)
 {
     if (shm->base == NULL) {
         return;
     }
-    if (soft_shm_is_ours(shm)) {
-        soft_owned_remove(shm);
+    if (sn_shm_is_ours(shm)) {
+        sn_owned_remove(shm);
         shm_unlink(shm->name);
     }
     shm->name[0] = '\0';
@@ -284,7 +319,7 @@ void soft_shm_destroy(soft_shm_t *shm)
     shm->base = NULL;
 }
 
-void soft_shm_detach(soft_shm_t *shm)
+void sn_shm_detach(sn_shm_t *shm)
 {
     if (shm->base != NULL) {
         munmap(shm->base, shm->size);
@@ -292,51 +327,46 @@ void soft_shm_detach(soft_shm_t *shm)
     }
 }
 
-void soft_seg_hdr_init(soft_seg_hdr_t *hdr, const soft_proc_id_t *owner,
+void sn_seg_hdr_init(sn_seg_hdr_t *hdr, const sn_proc_id_t *owner,
                        uint32_t kind)
 {
-    hdr->version = SOFT_VERSION;
+    hdr->version = SN_VERSION;
     hdr->owner   = *owner;
     hdr->kind    = kind;
     atomic_store_explicit(&hdr->closed, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    hdr->magic   = SOFT_MAGIC;
-}
-
-size_t soft_ring_seg_size(uint32_t ring_size)
-{
-    return sizeof(soft_ring_ctl_t) + ring_size;
+    hdr->magic   = SN_MAGIC;
 }
 
 /* Unlinks the segments of processes that died without cleaning up */
-void soft_reclaim_leftovers(void)
+void sn_reclaim_leftovers(void)
 {
-    soft_proc_id_t owner;
+    sn_proc_id_t owner;
     unsigned long long st;
     struct dirent *de;
     unsigned pid;
     DIR *dir;
 
-    dir = opendir(SOFT_SHM_DIR);
+    dir = opendir(SN_SHM_DIR);
     if (dir == NULL) {
         return;
     }
     while ((de = readdir(dir)) != NULL) {
-        if (strncmp(de->d_name, SOFT_SHM_PREFIX, strlen(SOFT_SHM_PREFIX))) {
+        if (strncmp(de->d_name, SN_SHM_PREFIX, strlen(SN_SHM_PREFIX))) {
             continue;
         }
-        if (sscanf(de->d_name + strlen(SOFT_SHM_PREFIX), "%u.%llu.", &pid,
+        if (sscanf(de->d_name + strlen(SN_SHM_PREFIX), "%u.%llu.", &pid,
                    &st) != 2) {
             continue;
         }
         owner.pid        = pid;
         owner.uid        = 0;
         owner.start_time = st;
-        if (soft_proc_alive(&owner)) {
+        if (sn_proc_alive(&owner)) {
             continue;
         }
         if (shm_unlink(de->d_name) == 0) {
-            tm_dev_debug("soft: reclaimed %s left by dead process %u",
+            sn_debug("reclaimed %s left by dead process %u",
                          de->d_name, pid);
         }
     }

@@ -1,0 +1,233 @@
+/*
+ * Verbs backend, the parts that need no device: what a device can do (its
+ * attributes clamped into limits, then capabilities) and what addresses
+ * say (packing, unpacking, reachability).  The unit test checks them
+ * without a NIC.
+ */
+#include "verbs_dev.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+_Static_assert(sizeof(tm_verbs_dev_addr_t) <= TM_DEV_ADDR_MAX,
+               "verbs device address too large");
+_Static_assert(sizeof(tm_verbs_conn_addr_t) <= TM_DEV_ADDR_MAX,
+               "verbs connection address too large");
+
+const char *tm_verbs_tm_unusable(const struct ibv_device_attr_ex *attr)
+{
+    if (!(attr->tm_caps.flags & IBV_TM_CAP_RC)) {
+        return "no tag matching on RC (tm_caps.flags lacks IBV_TM_CAP_RC)";
+    }
+    if (attr->tm_caps.max_num_tags == 0) {
+        return "empty tag matching list (tm_caps.max_num_tags is 0)";
+    }
+    if (attr->tm_caps.max_ops == 0) {
+        return "no tag list operations (tm_caps.max_ops is 0)";
+    }
+    return NULL;
+}
+
+uint32_t tm_verbs_mtu_bytes(enum ibv_mtu mtu)
+{
+    switch (mtu) {
+    case IBV_MTU_256:  return 256;
+    case IBV_MTU_512:  return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+    default:           return 0;
+    }
+}
+
+static uint32_t tm_verbs_clamp(uint32_t req, uint32_t def, uint32_t max)
+{
+    uint32_t value = (req != 0) ? req : def;
+
+    return (value < max) ? value : max;
+}
+
+void tm_verbs_limits_init(tm_verbs_limits_t *lim,
+                          const struct ibv_device_attr_ex *dev_attr,
+                          const struct ibv_port_attr *port_attr,
+                          const tm_dev_attr_t *req)
+{
+    const struct ibv_device_attr *orig = &dev_attr->orig_attr;
+    const struct ibv_tm_caps *tm       = &dev_attr->tm_caps;
+    /* Some drivers leave max_msg_sz 0; RC allows 2^31 */
+    uint32_t port_msg = (port_attr->max_msg_sz != 0) ?
+                        port_attr->max_msg_sz : (1u << 31);
+    int sge           = (orig->max_sge > 0) ? orig->max_sge : 1;
+
+    memset(lim, 0, sizeof(*lim));
+    lim->max_num_tags      = tm_verbs_clamp(req->max_num_tags,
+                                            TM_VERBS_DEF_NUM_TAGS,
+                                            tm->max_num_tags);
+    lim->max_ops           = tm_verbs_clamp(req->max_ops, TM_VERBS_DEF_MAX_OPS,
+                                            tm->max_ops);
+    lim->max_rndv_hdr_size = tm_verbs_clamp(req->max_rndv_hdr_size,
+                                            tm->max_rndv_hdr_size,
+                                            tm->max_rndv_hdr_size);
+    lim->srq_depth         = tm_verbs_clamp(req->srq_depth,
+                                            TM_VERBS_DEF_SRQ_DEPTH,
+                                            (uint32_t)orig->max_srq_wr);
+    lim->max_send_wr       = tm_verbs_clamp(req->max_send_wr,
+                                            TM_VERBS_DEF_SEND_WR,
+                                            (uint32_t)orig->max_qp_wr);
+    lim->max_send_sge      = tm_verbs_clamp(0, TM_VERBS_MAX_SEND_SGE,
+                                            (uint32_t)sge);
+    lim->max_msg_size      = tm_verbs_clamp(req->max_msg_size, port_msg,
+                                            port_msg);
+    lim->max_rdma_size     = port_msg;
+    /* The NIC's packet is the path MTU: a longer matched eager message
+     * completes as MATCH, then DATA_VALID.  The request does not apply. */
+    lim->eager_packet_size = tm_verbs_mtu_bytes(port_attr->active_mtu);
+    lim->max_rd_atomic     = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
+                                            (uint32_t)orig->max_qp_init_rd_atom);
+    lim->max_inline        = TM_VERBS_MIN_INLINE;  /* until probed */
+    lim->max_dest_rd_atomic = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
+                                             (uint32_t)orig->max_qp_rd_atom);
+}
+
+void tm_verbs_caps_fill(tm_dev_caps_t *caps,
+                        const struct ibv_device_attr_ex *dev_attr,
+                        const tm_verbs_limits_t *lim)
+{
+    memset(caps, 0, sizeof(*caps));
+    /* What was asked of the SRQ, not the NIC's maximum: callers size their
+     * queues from these */
+    caps->tm                   = dev_attr->tm_caps;
+    caps->tm.max_num_tags      = lim->max_num_tags;
+    caps->tm.max_ops           = lim->max_ops;
+    caps->tm.max_rndv_hdr_size = lim->max_rndv_hdr_size;
+    caps->max_srq_wr           = lim->srq_depth;
+    caps->max_send_wr          = lim->max_send_wr;
+    caps->max_inline           = lim->max_inline;
+    caps->max_msg_size         = lim->max_msg_size;
+    caps->max_rdma_size        = lim->max_rdma_size;
+    caps->eager_packet_size    = lim->eager_packet_size;
+    caps->max_send_sge         = lim->max_send_sge;
+    caps->dev_addr_len         = sizeof(tm_verbs_dev_addr_t);
+    caps->conn_addr_len        = sizeof(tm_verbs_conn_addr_t);
+}
+
+
+
+/*
+ * Addresses.  Multi-byte fields are stored big endian byte by byte, so the
+ * packed form is the same on every host and needs no alignment.
+ */
+static void tm_verbs_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void tm_verbs_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static uint16_t tm_verbs_get16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t tm_verbs_get32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+           ((uint32_t)p[2] << 8) | p[3];
+}
+
+void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
+                            const union ibv_gid *gid)
+{
+    tm_verbs_dev_addr_t packed;
+
+    packed.magic      = TM_VERBS_DEV_ADDR_MAGIC;
+    packed.link_layer = link_layer;
+    tm_verbs_put16(packed.lid, lid);
+    memcpy(packed.gid, gid->raw, sizeof(packed.gid));
+    memcpy(addr, &packed, sizeof(packed));
+}
+
+int tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
+{
+    tm_verbs_dev_addr_t packed;
+
+    memcpy(&packed, addr, sizeof(packed));
+    if (packed.magic != TM_VERBS_DEV_ADDR_MAGIC) {
+        return EINVAL;
+    }
+
+    memset(peer, 0, sizeof(*peer));
+    peer->link_layer = packed.link_layer;
+    peer->lid        = tm_verbs_get16(packed.lid);
+    memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
+    return 0;
+}
+
+void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
+                             uint32_t qpn, uint32_t psn,
+                             const union ibv_gid *gid)
+{
+    tm_verbs_conn_addr_t packed;
+
+    packed.magic = TM_VERBS_CONN_ADDR_MAGIC;
+    packed.mtu   = (uint8_t)mtu;
+    tm_verbs_put16(packed.lid, lid);
+    tm_verbs_put32(packed.qpn, qpn & 0xffffff);
+    tm_verbs_put32(packed.psn, psn & 0xffffff);
+    memcpy(packed.gid, gid->raw, sizeof(packed.gid));
+    memcpy(addr, &packed, sizeof(packed));
+}
+
+int tm_verbs_conn_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
+{
+    tm_verbs_conn_addr_t packed;
+
+    memcpy(&packed, addr, sizeof(packed));
+    if ((packed.magic != TM_VERBS_CONN_ADDR_MAGIC) ||
+        (tm_verbs_mtu_bytes((enum ibv_mtu)packed.mtu) == 0)) {
+        return EINVAL;
+    }
+
+    memset(peer, 0, sizeof(*peer));
+    peer->mtu = (enum ibv_mtu)packed.mtu;
+    peer->lid = tm_verbs_get16(packed.lid);
+    peer->qpn = tm_verbs_get32(packed.qpn);
+    peer->psn = tm_verbs_get32(packed.psn);
+    memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
+    return 0;
+}
+
+/* ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address */
+int tm_verbs_gid_is_ipv4(const union ibv_gid *gid)
+{
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                       0xff, 0xff};
+
+    return !memcmp(gid->raw, prefix, sizeof(prefix));
+}
+
+int tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
+                            const tm_verbs_peer_t *peer)
+{
+    if (tm_verbs_is_eth(link_layer) != tm_verbs_is_eth(peer->link_layer)) {
+        return 0;
+    }
+
+    if (tm_verbs_is_eth(link_layer)) {
+        /* RoCE is routed by IP: the address families must agree */
+        return tm_verbs_gid_is_ipv4(gid) == tm_verbs_gid_is_ipv4(&peer->gid);
+    }
+
+    /* InfiniBand: the same subnet, so that the LID alone routes */
+    return gid->global.subnet_prefix == peer->gid.global.subnet_prefix;
+}
+
+

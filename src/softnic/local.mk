@@ -1,0 +1,19 @@
+# The software NIC: a TM-capable RC NIC in software, reached through
+# rdma-core's objects (softnic.h).  Its matching list is a src/matcher
+# matcher: consumers link src/matcher/libtm_matcher.la too.
+noinst_LTLIBRARIES += src/softnic/libsoftnic.la
+src_softnic_libsoftnic_la_SOURCES = \
+	src/softnic/softnic.h \
+	src/softnic/softnic_test.h \
+	src/softnic/softnic_wire.h \
+	src/softnic/softnic_int.h \
+	src/softnic/softnic_context.c \
+	src/softnic/softnic_mr.c \
+	src/softnic/softnic_cq.c \
+	src/softnic/softnic_srq.c \
+	src/softnic/softnic_qp.c \
+	src/softnic/softnic_req.c \
+	src/softnic/softnic_resp.c \
+	src/softnic/softnic_comp.c \
+	src/softnic/softnic_wire.c \
+	src/softnic/softnic_test.c

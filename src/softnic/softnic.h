@@ -1,0 +1,121 @@
+/*
+ * The software NIC: an RC NIC with tag-matching offload (TM-SRQ), in
+ * software, for the processes of one host.  Messages travel over rings in
+ * shared memory; RDMA reads and writes are single copies between processes
+ * (process_vm_readv/writev); the receive side (tag matching, placement,
+ * rendezvous reads) runs when its CQ is polled.
+ *
+ * It is reached through rdma-core's own objects and API, as a NIC is:
+ *  - the verbs that <infiniband/verbs.h> implements as inlines
+ *    (ibv_post_send, ibv_post_srq_recv, ibv_post_srq_ops, ibv_create_cq_ex,
+ *    ibv_create_srq_ex, ibv_query_device_ex, ibv_query_port,
+ *    ibv_get_srq_num, ibv_start_poll / ibv_next_poll / ibv_end_poll and the
+ *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
+ *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
+ *  - for each verb libibverbs exports (device list, open and close, PD, MR,
+ *    QP create / modify / destroy, CQ and SRQ destroy, GID queries) there
+ *    is a softnic_<verb> below with the same signature: the caller picks
+ *    libibverbs' function or this one per device.
+ * Nothing is interposed: libibverbs and its other users see nothing of it.
+ *
+ * Its addresses: port 1 is an InfiniBand port that requires a GRH
+ * (IBV_QPF_GRH_REQUIRED), LID 0; its GID names the device (host, user,
+ * process, device number).  Two software NICs reach each other when their
+ * subnet prefixes (host and user) are equal.
+ *
+ * Extensions, for the software NIC only (as mlx5dv extends verbs for
+ * mlx5): a QP connected to a remote TM-SRQ without the remote software,
+ * and the settings of the device (softnic_dv_*).
+ */
+#ifndef SOFTNIC_H_
+#define SOFTNIC_H_
+
+#include <infiniband/verbs.h>
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SOFTNIC_DEVICE_NAME    "soft"
+
+/* Where the NIC's messages go: without a logger, errors go to stderr and
+ * the rest is dropped */
+typedef enum {
+    SOFTNIC_LOG_ERROR,
+    SOFTNIC_LOG_WARN,
+    SOFTNIC_LOG_DEBUG
+} softnic_log_level_t;
+
+typedef void (*softnic_log_func_t)(softnic_log_level_t level, const char *fmt,
+                                   va_list ap);
+void softnic_set_log(softnic_log_func_t func);
+
+/* What libibverbs exports, for the software NIC */
+struct ibv_device **softnic_get_device_list(int *num_devices);
+void softnic_free_device_list(struct ibv_device **list);
+const char *softnic_get_device_name(struct ibv_device *device);
+struct ibv_context *softnic_open_device(struct ibv_device *device);
+int softnic_close_device(struct ibv_context *context);
+int softnic_query_gid(struct ibv_context *context, uint8_t port_num,
+                      int index, union ibv_gid *gid);
+int softnic_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                         uint32_t gid_index, struct ibv_gid_entry *entry,
+                         uint32_t flags, size_t entry_size);
+struct ibv_pd *softnic_alloc_pd(struct ibv_context *context);
+int softnic_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *softnic_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+                              int access);
+int softnic_dereg_mr(struct ibv_mr *mr);
+struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
+                                 struct ibv_qp_init_attr *attr);
+int softnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                      int attr_mask);
+int softnic_destroy_qp(struct ibv_qp *qp);
+int softnic_destroy_cq(struct ibv_cq *cq);
+int softnic_destroy_srq(struct ibv_srq *srq);
+
+
+/* ----- Extensions ----- */
+
+/* 1 when context is a software NIC's */
+int softnic_dv_is_softnic(struct ibv_context *context);
+
+/* Settings of a device; 0 in softnic_dv_set_attr keeps the current value.
+ * They apply to QPs and SRQs created afterwards. */
+struct softnic_dv_attr {
+    uint32_t packet_size;        /* a matched eager message longer than this
+                                    completes as MATCH, then DATA_VALID
+                                    (a NIC's packet is its MTU); default 4k */
+    uint32_t max_send_size;      /* largest SEND (its ring holds a few);
+                                    RDMA reads and writes go up to 2 GiB */
+    uint32_t max_rndv_hdr_size;  /* tm_caps.max_rndv_hdr_size; default 64,
+                                    as mlx5 */
+};
+
+int softnic_dv_query(struct ibv_context *context,
+                     struct softnic_dv_attr *attr);
+int softnic_dv_set_attr(struct ibv_context *context,
+                        const struct softnic_dv_attr *attr);
+
+/*
+ * Connects qp (in INIT) to the TM-SRQ srq_num (ibv_get_srq_num) of the
+ * software NIC with GID gid, which needs nothing of the remote software:
+ * that NIC accepts the connection itself with a QP of its own, owned by
+ * the SRQ, which it names by qp_num in its completions.  qp is in RTS
+ * when this returns 0; its messages wait until the remote NIC accepts.
+ */
+int softnic_dv_connect_qp_to_srq(struct ibv_qp *qp, const union ibv_gid *gid,
+                                 uint32_t srq_num);
+
+/* The QP an SRQ accepted for a remote peer, by number (NULL if none).  It
+ * belongs to the SRQ (destroyed with it); its sends complete on the SRQ's
+ * CQ.  The remote software reaches it to read a rendezvous it finishes
+ * itself, and to send FIN. */
+struct ibv_qp *softnic_dv_srq_qp(struct ibv_srq *srq, uint32_t qp_num);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

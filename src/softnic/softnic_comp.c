@@ -1,0 +1,138 @@
+/*
+ * Software NIC: the completer.  Send work requests complete in posting
+ * order, on the QP's send CQ:
+ *   SEND        when the peer's responder has taken the message off its
+ *               ring (like an RC ack: the message was placed, after any RNR
+ *               wait);
+ *   RDMA READ / when the copy is done.
+ *   RDMA WRITE
+ * A peer that dies or closes fails the outstanding requests
+ * (IBV_WC_RETRY_EXC_ERR, then IBV_WC_WR_FLUSH_ERR) once a rate-limited
+ * liveness check sees it gone; a QP in the error state flushes everything.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+
+/* Fails everything not yet completed: the first with status, then flush */
+void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status)
+{
+    sn_wqe_t *wqe;
+
+    for (; index != qp->sq_tail; ++index) {
+        wqe = sn_sq_wqe(qp, index);
+        if (wqe->state == SN_WQE_DONE) {
+            continue;
+        }
+        sn_wqe_done(wqe, status);
+        status = IBV_WC_WR_FLUSH_ERR;
+    }
+    qp->sq_sent = qp->sq_tail;
+}
+
+/* The peer is gone: outstanding requests fail as if retries ran out */
+static void sn_qp_peer_gone(sn_qp_t *qp)
+{
+    sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
+    sn_qp_set_error(qp);
+    sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
+}
+
+bool sn_qp_peer_alive(sn_qp_t *qp)
+{
+    if (atomic_load_explicit(&qp->out->hdr.closed, memory_order_relaxed)) {
+        return false;
+    }
+    return sn_proc_alive(&qp->peer_proc);
+}
+
+static enum ibv_wc_opcode sn_wc_opcode(uint8_t wr_opcode)
+{
+    switch (wr_opcode) {
+    case IBV_WR_RDMA_READ:
+        return IBV_WC_RDMA_READ;
+    case IBV_WR_RDMA_WRITE:
+        return IBV_WC_RDMA_WRITE;
+    default:
+        return IBV_WC_SEND;
+    }
+}
+
+/* Completes send requests in order, as far as the CQ has room */
+unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
+{
+    unsigned count = 0;
+    sn_wqe_t *wqe;
+    sn_cqe_t *wc;
+    bool head_read = false;
+
+    while (qp->sq_head != qp->sq_tail) {
+        wqe = sn_sq_wqe(qp, qp->sq_head);
+        if (wqe->state == SN_WQE_SENT) {
+            if ((int64_t)(qp->out_head_cache - wqe->ring_end) < 0) {
+                if (head_read || ((++qp->head_polls & 15) != 0)) {
+                    break;
+                }
+                qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                                          memory_order_acquire);
+                head_read = true;
+                if ((int64_t)(qp->out_head_cache - wqe->ring_end) < 0) {
+                    break;          /* not yet consumed by the peer */
+                }
+            }
+            sn_wqe_done(wqe, IBV_WC_SUCCESS);
+        } else if (wqe->state != SN_WQE_DONE) {
+            break;
+        }
+        if (wqe->signaled || (wqe->status != IBV_WC_SUCCESS)) {
+            if (!sn_cq_has_room(cq, 1)) {
+                break;
+            }
+            wc           = sn_cq_push(cq);
+            wc->wr_id    = wqe->wr_id;
+            wc->status   = (enum ibv_wc_status)wqe->status;
+            wc->opcode   = sn_wc_opcode(wqe->opcode);
+            wc->byte_len = (wqe->opcode == IBV_WR_RDMA_READ) ?
+                           wqe->byte_len : 0;
+            wc->qp_num   = qp->ibv.qp_num;
+            ++count;
+        }
+        ++qp->sq_head;
+    }
+    return count;
+}
+
+/* Send-side work, from the poll of the QP's send CQ */
+void sn_qp_progress_send(sn_qp_t *qp)
+{
+    uint64_t now;
+
+    if (!sn_qp_waits_on_peer(qp)) {
+        return;
+    }
+    if (sn_qp_connected(qp)) {
+        sn_qp_push(qp);
+        sn_qp_reap(qp, qp->send_cq);
+        if (!sn_qp_waits_on_peer(qp)) {
+            return;
+        }
+        /* still waiting: is the peer still there?  (rate-limited: the clock
+         * is read every 64 polls, /proc every SN_LIVENESS_PERIOD_NS) */
+        if ((++qp->liveness_polls & 63) != 1) {
+            return;
+        }
+        now = sn_now_ns();
+        if (now >= qp->next_liveness_ns) {
+            qp->next_liveness_ns = now + SN_LIVENESS_PERIOD_NS;
+            if (!sn_qp_peer_alive(qp)) {
+                sn_qp_peer_gone(qp);
+            }
+        }
+    } else if (qp->ibv.state == IBV_QPS_ERR) {
+        /* sent requests that the peer had not consumed will never be */
+        if (qp->sq_head != qp->sq_tail) {
+            sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
+        }
+    }
+    sn_qp_reap(qp, qp->send_cq);
+}

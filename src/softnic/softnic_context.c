@@ -1,0 +1,428 @@
+/*
+ * Software NIC: the device, its context and port, GIDs, protection
+ * domains, and the settings of the extensions (softnic_dv_query/set_attr).
+ *
+ * One device, "soft", is always listed.  Each open creates a device segment
+ * in shared memory (the registration table peers check keys against).  The
+ * context is a struct verbs_context: the inline verbs of
+ * <infiniband/verbs.h> find the NIC's functions in it.
+ */
+#include "softnic_int.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static _Atomic uint32_t sn_next_dev_seq;
+
+static struct ibv_device sn_device = {
+    .node_type      = IBV_NODE_CA,
+    .transport_type = IBV_TRANSPORT_IB,
+    .name           = SOFTNIC_DEVICE_NAME,
+    .dev_name       = "softnic0",
+};
+
+static struct ibv_device *sn_device_list[] = { &sn_device, NULL };
+
+
+/* ---- device list ---- */
+
+struct ibv_device **softnic_get_device_list(int *num_devices)
+{
+    if (num_devices != NULL) {
+        *num_devices = 1;
+    }
+    return sn_device_list;
+}
+
+void softnic_free_device_list(struct ibv_device **list)
+{
+}
+
+const char *softnic_get_device_name(struct ibv_device *device)
+{
+    return device->name;
+}
+
+bool sn_is_softnic(struct ibv_context *context)
+{
+    return (context != NULL) && (context->device == &sn_device);
+}
+
+int softnic_dv_is_softnic(struct ibv_context *context)
+{
+    return sn_is_softnic(context);
+}
+
+
+/* ---- GID: the device's address ---- */
+
+static uint16_t sn_uid_hash(uint32_t uid)
+{
+    return (uint16_t)(uid ^ (uid >> 16));
+}
+
+static void sn_put_be(uint8_t *p, uint64_t v, int bytes)
+{
+    while (bytes-- > 0) {
+        p[bytes] = (uint8_t)v;
+        v      >>= 8;
+    }
+}
+
+static uint64_t sn_get_be(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+
+    while (bytes-- > 0) {
+        v = (v << 8) | *p++;
+    }
+    return v;
+}
+
+void sn_gid_pack(union ibv_gid *gid, const sn_dev_addr_t *addr)
+{
+    uint8_t *raw = gid->raw;
+
+    raw[0] = 0xfd;                       /* a unique local address */
+    raw[1] = SN_GID_MARK;
+    sn_put_be(raw + 2, addr->host_id, 4);
+    sn_put_be(raw + 6, addr->uid_hash, 2);
+    sn_put_be(raw + 8, addr->pid, 4);
+    sn_put_be(raw + 12, addr->dev_seq, 2);
+    raw[14] = SN_GID_MARK;
+    raw[15] = (uint8_t)SN_VERSION;
+}
+
+bool sn_gid_unpack(const union ibv_gid *gid, sn_dev_addr_t *addr)
+{
+    const uint8_t *raw = gid->raw;
+
+    if ((raw[0] != 0xfd) || (raw[1] != SN_GID_MARK) ||
+        (raw[14] != SN_GID_MARK) || (raw[15] != (uint8_t)SN_VERSION)) {
+        return false;
+    }
+    addr->host_id  = (uint32_t)sn_get_be(raw + 2, 4);
+    addr->uid_hash = (uint16_t)sn_get_be(raw + 6, 2);
+    addr->pid      = (uint32_t)sn_get_be(raw + 8, 4);
+    addr->dev_seq  = (uint16_t)sn_get_be(raw + 12, 2);
+    return true;
+}
+
+/* Same host (boot id) and same user (process_vm_* needs it) */
+bool sn_reachable(const sn_context_t *ctx, const sn_dev_addr_t *peer)
+{
+    return (peer->host_id == ctx->host_id) &&
+           (peer->uid_hash == sn_uid_hash(ctx->proc.uid));
+}
+
+int softnic_query_gid(struct ibv_context *context, uint8_t port_num,
+                      int index, union ibv_gid *gid)
+{
+    if ((port_num != 1) || (index != 0)) {
+        errno = EINVAL;
+        return -1;
+    }
+    *gid = sn_ctx(context)->gid;
+    return 0;
+}
+
+int softnic_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                         uint32_t gid_index, struct ibv_gid_entry *entry,
+                         uint32_t flags, size_t entry_size)
+{
+    if ((port_num != 1) || (entry_size < sizeof(*entry)) || (flags != 0)) {
+        return EINVAL;
+    }
+    if (gid_index != 0) {
+        return ENODATA;
+    }
+    memset(entry, 0, sizeof(*entry));
+    entry->gid       = sn_ctx(context)->gid;
+    entry->gid_index = gid_index;
+    entry->port_num  = port_num;
+    entry->gid_type  = IBV_GID_TYPE_IB;
+    return 0;
+}
+
+
+/* ---- queries ---- */
+
+static int sn_query_device_ex(struct ibv_context *context,
+                              const struct ibv_query_device_ex_input *input,
+                              struct ibv_device_attr_ex *attr,
+                              size_t attr_size)
+{
+    sn_context_t *ctx = sn_ctx(context);
+    struct ibv_device_attr_ex a;
+
+    memset(&a, 0, sizeof(a));
+    snprintf(a.orig_attr.fw_ver, sizeof(a.orig_attr.fw_ver), "softnic %u",
+             SN_VERSION);
+    a.orig_attr.node_guid           = htobe64((uint64_t)ctx->proc.pid << 16 |
+                                              ctx->dev_seq);
+    a.orig_attr.max_mr_size         = SN_MAX_MSG_SIZE;
+    a.orig_attr.page_size_cap       = (uint64_t)sysconf(_SC_PAGESIZE);
+    a.orig_attr.max_qp              = 1 << 24;
+    a.orig_attr.max_qp_wr           = SN_MAX_QP_WR;
+    a.orig_attr.max_sge             = SN_MAX_SGE;
+    a.orig_attr.max_sge_rd          = SN_MAX_SGE;
+    a.orig_attr.max_cq              = 1 << 24;
+    a.orig_attr.max_cqe             = SN_MAX_CQE;
+    a.orig_attr.max_mr              = SN_MR_SLOTS - 1;
+    a.orig_attr.max_pd              = 1 << 24;
+    a.orig_attr.max_qp_rd_atom      = SN_MAX_RD_ATOM;
+    a.orig_attr.max_qp_init_rd_atom = SN_MAX_RD_ATOM;
+    a.orig_attr.max_srq             = 1 << 24;
+    a.orig_attr.max_srq_wr          = SN_MAX_SRQ_WR;
+    a.orig_attr.max_srq_sge         = 1;
+    a.orig_attr.max_pkeys           = 1;
+    a.orig_attr.phys_port_cnt       = 1;
+    a.tm_caps.max_rndv_hdr_size     = ctx->attr.max_rndv_hdr_size;
+    a.tm_caps.max_num_tags          = SN_MAX_NUM_TAGS;
+    a.tm_caps.flags                 = IBV_TM_CAP_RC;
+    a.tm_caps.max_ops               = SN_MAX_OPS;
+    a.tm_caps.max_sge               = 1;
+    memcpy(attr, &a, (attr_size < sizeof(a)) ? attr_size : sizeof(a));
+    return 0;
+}
+
+static int sn_query_port(struct ibv_context *context, uint8_t port_num,
+                         struct ibv_port_attr *port_attr, size_t port_attr_len)
+{
+    struct ibv_port_attr a;
+
+    if (port_num != 1) {
+        return EINVAL;
+    }
+    memset(&a, 0, sizeof(a));
+    a.state        = IBV_PORT_ACTIVE;
+    a.max_mtu      = IBV_MTU_4096;
+    a.active_mtu   = IBV_MTU_4096;
+    a.gid_tbl_len  = 1;
+    a.max_msg_sz   = SN_MAX_MSG_SIZE;
+    a.pkey_tbl_len = 1;
+    a.lid          = 0;
+    a.link_layer   = IBV_LINK_LAYER_INFINIBAND;
+    a.flags        = IBV_QPF_GRH_REQUIRED; /* the GID names the peer */
+    a.phys_state   = 5;                    /* LinkUp */
+    a.active_width = 1;
+    a.active_speed = 1;
+    memcpy(port_attr, &a,
+           (port_attr_len < sizeof(a)) ? port_attr_len : sizeof(a));
+    return 0;
+}
+
+
+/* ---- settings (extension) ---- */
+
+static int sn_attr_check(const struct softnic_dv_attr *attr)
+{
+    const uint32_t min_hdr = sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh);
+
+    if ((attr->packet_size == 0) || (attr->max_rndv_hdr_size < min_hdr) ||
+        (attr->max_send_size < attr->max_rndv_hdr_size) ||
+        (attr->max_send_size > (1u << 30))) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+/* A ring holds a few of the largest SENDs */
+static uint32_t sn_ring_size(uint32_t max_send_size)
+{
+    uint32_t ring = sn_roundup_pow2(2 * (max_send_size + sizeof(sn_rec_t) +
+                                         SN_CACHE_LINE));
+
+    return (ring < (128u << 10)) ? (128u << 10) : ring;
+}
+
+int softnic_dv_query(struct ibv_context *context, struct softnic_dv_attr *attr)
+{
+    if (!sn_is_softnic(context)) {
+        return EOPNOTSUPP;
+    }
+    *attr = sn_ctx(context)->attr;
+    return 0;
+}
+
+int softnic_dv_set_attr(struct ibv_context *context,
+                        const struct softnic_dv_attr *attr)
+{
+    sn_context_t *ctx = sn_ctx(context);
+    struct softnic_dv_attr next;
+    int ret;
+
+    if (!sn_is_softnic(context)) {
+        return EOPNOTSUPP;
+    }
+    next = ctx->attr;
+    if (attr->packet_size != 0) {
+        next.packet_size = attr->packet_size;
+    }
+    if (attr->max_send_size != 0) {
+        next.max_send_size = attr->max_send_size;
+    }
+    if (attr->max_rndv_hdr_size != 0) {
+        next.max_rndv_hdr_size = attr->max_rndv_hdr_size;
+    }
+    ret = sn_attr_check(&next);
+    if (ret != 0) {
+        return ret;
+    }
+    ctx->attr      = next;
+    ctx->ring_size = sn_ring_size(next.max_send_size);
+    return 0;
+}
+
+
+/* ---- protection domains ---- */
+
+struct ibv_pd *softnic_alloc_pd(struct ibv_context *context)
+{
+    struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+    if (pd == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    pd->context = context;
+    return pd;
+}
+
+int softnic_dealloc_pd(struct ibv_pd *pd)
+{
+    free(pd);
+    return 0;
+}
+
+
+/* ---- open / close ---- */
+
+/* What ibv_poll_cq's caller may ask of a CQ that has no event channel */
+static int sn_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+    return EOPNOTSUPP;
+}
+
+static int sn_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad_wr)
+{
+    *bad_wr = wr;
+    return EINVAL;          /* every QP receives through its SRQ */
+}
+
+static void sn_context_init_ops(sn_context_t *ctx)
+{
+    struct verbs_context *vctx = &ctx->vctx;
+
+    vctx->context.ops.post_send     = sn_post_send;
+    vctx->context.ops.post_recv     = sn_post_recv;
+    vctx->context.ops.post_srq_recv = sn_post_srq_recv;
+    vctx->context.ops.poll_cq       = sn_poll_cq;
+    vctx->context.ops.req_notify_cq = sn_req_notify_cq;
+    vctx->query_port                = sn_query_port;
+    vctx->query_device_ex           = sn_query_device_ex;
+    vctx->create_cq_ex              = sn_create_cq_ex;
+    vctx->create_srq_ex             = sn_create_srq_ex;
+    vctx->get_srq_num               = sn_get_srq_num;
+    vctx->post_srq_ops              = sn_post_srq_ops;
+    vctx->sz                        = sizeof(*vctx);
+    vctx->context.abi_compat        = __VERBS_ABI_IS_EXTENDED;
+}
+
+struct ibv_context *softnic_open_device(struct ibv_device *device)
+{
+    sn_dev_addr_t addr;
+    sn_context_t *ctx;
+    char name[96];
+    int ret;
+
+    if (device != &sn_device) {
+        errno = ENODEV;
+        return NULL;
+    }
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    ret = sn_proc_self(&ctx->proc);
+    if (ret != 0) {
+        sn_error("cannot read own process identity: %s", strerror(ret));
+        goto err_free;
+    }
+
+    ctx->vctx.context.device           = device;
+    ctx->vctx.context.cmd_fd           = -1;
+    ctx->vctx.context.async_fd         = -1;
+    ctx->vctx.context.num_comp_vectors = 1;
+    pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
+    sn_context_init_ops(ctx);
+
+    ctx->host_id                = sn_host_id();
+    ctx->dev_seq                = (uint16_t)atomic_fetch_add(&sn_next_dev_seq,
+                                                             1);
+    ctx->attr.packet_size       = SN_DEF_PACKET_SIZE;
+    ctx->attr.max_send_size     = SN_DEF_MAX_SEND;
+    ctx->attr.max_rndv_hdr_size = SN_DEF_RNDV_HDR_SIZE;
+    ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
+    ctx->mode                   = SOFTNIC_MODE_AUTO;
+    ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;
+    ctx->rng                    = 1;
+    ctx->next_srq_num           = 1;
+    sn_list_init(&ctx->peers);
+    sn_list_init(&ctx->cqs);
+    sn_list_init(&ctx->qps);
+
+    addr.host_id  = ctx->host_id;
+    addr.uid_hash = sn_uid_hash(ctx->proc.uid);
+    addr.pid      = ctx->proc.pid;
+    addr.dev_seq  = ctx->dev_seq;
+    sn_gid_pack(&ctx->gid, &addr);
+
+    sn_reclaim_leftovers();
+
+    ret = sn_mr_table_init(ctx);
+    if (ret != 0) {
+        goto err_free;
+    }
+    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
+    ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
+    if (ret != 0) {
+        goto err_mr;
+    }
+    ctx->seg = ctx->shm.base;
+    sn_seg_hdr_init(&ctx->seg->hdr, &ctx->proc, SN_SEG_DEV);
+
+    sn_debug("opened device %u of process %u", ctx->dev_seq, ctx->proc.pid);
+    return &ctx->vctx.context;
+
+err_mr:
+    sn_mr_table_cleanup(ctx);
+err_free:
+    free(ctx);
+    errno = ret;
+    return NULL;
+}
+
+int softnic_close_device(struct ibv_context *context)
+{
+    sn_context_t *ctx = sn_ctx(context);
+
+    if (!sn_list_empty(&ctx->qps) || !sn_list_empty(&ctx->cqs) ||
+        (ctx->srqs != 0)) {
+        sn_warn("device closed with objects still open");
+    }
+    if (sn_ctx_is_ours(ctx)) {
+        atomic_store(&ctx->seg->hdr.closed, 1);
+    }
+    sn_shm_destroy(&ctx->shm);
+    sn_mr_table_cleanup(ctx);
+    pthread_mutex_destroy(&context->mutex);
+    free(ctx);
+    return 0;
+}

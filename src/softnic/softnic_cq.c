@@ -1,0 +1,240 @@
+/*
+ * Software NIC: completion queues.
+ *
+ * Every CQ is an extended CQ (struct ibv_cq_ex): ibv_start_poll() first
+ * runs the NIC's work for the CQ (the receive side of the TM-SRQs that
+ * complete here, the send side of the QPs that complete here; the receive
+ * side only in SOFTNIC_MODE_AUTO), then makes the oldest entry current;
+ * ibv_next_poll() moves to the next; ibv_end_poll() consumes those read.
+ * ibv_poll_cq() works too (without the TM information).
+ *
+ * A full CQ holds the NIC back: it produces no completion it has no room
+ * for, and the work waits.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SN_CQ_WC_FLAGS  (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | \
+                         IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP | \
+                         IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
+                         IBV_WC_EX_WITH_DLID_PATH_BITS | \
+                         IBV_WC_EX_WITH_TM_INFO)
+
+static inline const sn_cqe_t *sn_cq_current(struct ibv_cq_ex *ex)
+{
+    return sn_cq(ex)->cur_cqe;
+}
+
+/* The NIC's work whose completions come to this CQ (each poll: the checks
+ * that find nothing to do are inline) */
+static inline void sn_cq_run(sn_cq_t *cq)
+{
+    sn_context_t *ctx = sn_ctx(cq->ex.context);
+    sn_list_t *it, *next;
+    sn_srq_t *srq;
+    sn_qp_t *qp;
+
+    for (it = cq->srqs.next; it != &cq->srqs; it = it->next) {
+        srq = sn_container_of(it, sn_srq_t, link);
+        if (sn_unlikely(atomic_load_explicit(&srq->seg->requests,
+                                             memory_order_acquire) !=
+                        srq->accepted)) {
+            sn_srq_accept(srq);
+        }
+        if (sn_likely(ctx->mode == SOFTNIC_MODE_AUTO)) {
+            sn_srq_progress(srq);
+        }
+    }
+    for (it = cq->send_qps.next; it != &cq->send_qps; it = next) {
+        next = it->next;
+        qp   = sn_container_of(it, sn_qp_t, cq_link);
+        if (sn_qp_waits_on_peer(qp)) {
+            sn_qp_progress_send(qp);
+        }
+    }
+}
+
+static inline void sn_cq_load(sn_cq_t *cq)
+{
+    const sn_cqe_t *cqe = &cq->cqe[cq->cur & (cq->depth - 1)];
+
+    cq->cur_cqe   = cqe;
+    cq->ex.status = cqe->status;
+    cq->ex.wr_id  = cqe->wr_id;
+}
+
+static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
+{
+    sn_cq_t *cq = sn_cq(ex);
+
+    if (sn_unlikely(attr->comp_mask != 0)) {
+        return EINVAL;
+    }
+    sn_cq_run(cq);
+    if (cq->head == cq->tail) {
+        return ENOENT;
+    }
+    cq->cur = cq->head;
+    sn_cq_load(cq);
+    return 0;
+}
+
+static int sn_next_poll(struct ibv_cq_ex *ex)
+{
+    sn_cq_t *cq = sn_cq(ex);
+
+    if (cq->cur + 1 == cq->tail) {
+        return ENOENT;
+    }
+    ++cq->cur;
+    sn_cq_load(cq);
+    return 0;
+}
+
+static void sn_end_poll(struct ibv_cq_ex *ex)
+{
+    sn_cq_t *cq = sn_cq(ex);
+
+    cq->head = cq->cur + 1;
+}
+
+static enum ibv_wc_opcode sn_read_opcode(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->opcode;
+}
+
+static uint32_t sn_read_vendor_err(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->vendor_err;
+}
+
+static uint32_t sn_read_byte_len(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->byte_len;
+}
+
+static __be32 sn_read_imm_data(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->imm_data;
+}
+
+static uint32_t sn_read_qp_num(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->qp_num;
+}
+
+static unsigned int sn_read_wc_flags(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->wc_flags;
+}
+
+static void sn_read_tm_info(struct ibv_cq_ex *ex,
+                            struct ibv_wc_tm_info *tm_info)
+{
+    *tm_info = sn_cq_current(ex)->tm_info;
+}
+
+/* What an InfiniBand NIC reports of the path: nothing of use here */
+static uint32_t sn_read_zero32(struct ibv_cq_ex *ex)
+{
+    return 0;
+}
+
+static uint8_t sn_read_zero8(struct ibv_cq_ex *ex)
+{
+    return 0;
+}
+
+int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
+{
+    sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
+    const sn_cqe_t *cqe;
+    int n;
+
+    sn_cq_run(cq);
+    for (n = 0; (n < num_entries) && (cq->head != cq->tail); ++n) {
+        cqe = &cq->cqe[cq->head++ & (cq->depth - 1)];
+        memset(&wc[n], 0, sizeof(wc[n]));
+        wc[n].wr_id      = cqe->wr_id;
+        wc[n].status     = cqe->status;
+        wc[n].opcode     = cqe->opcode;
+        wc[n].vendor_err = cqe->vendor_err;
+        wc[n].byte_len   = cqe->byte_len;
+        wc[n].imm_data   = cqe->imm_data;
+        wc[n].qp_num     = cqe->qp_num;
+        wc[n].wc_flags   = cqe->wc_flags;
+    }
+    return n;
+}
+
+struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
+                                  struct ibv_cq_init_attr_ex *attr)
+{
+    sn_context_t *ctx = sn_ctx(context);
+    sn_cq_t *cq;
+
+    if ((attr->cqe == 0) || (attr->cqe > SN_MAX_CQE) ||
+        (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+        (attr->wc_flags & ~(uint64_t)SN_CQ_WC_FLAGS)) {
+        errno = (attr->wc_flags & ~(uint64_t)SN_CQ_WC_FLAGS) ? EOPNOTSUPP :
+                                                               EINVAL;
+        return NULL;
+    }
+
+    cq = calloc(1, sizeof(*cq));
+    if (cq == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* room for the two completions of one matched message at least */
+    cq->depth = sn_roundup_pow2((attr->cqe < 4) ? 4 : attr->cqe);
+    cq->cqe   = calloc(cq->depth, sizeof(*cq->cqe));
+    if (cq->cqe == NULL) {
+        free(cq);
+        errno = ENOMEM;
+        return NULL;
+    }
+
+    cq->ex.context         = context;
+    cq->ex.channel         = attr->channel;
+    cq->ex.cq_context      = attr->cq_context;
+    cq->ex.cqe             = (int)cq->depth;
+    cq->ex.start_poll      = sn_start_poll;
+    cq->ex.next_poll       = sn_next_poll;
+    cq->ex.end_poll        = sn_end_poll;
+    cq->ex.read_opcode     = sn_read_opcode;
+    cq->ex.read_vendor_err = sn_read_vendor_err;
+    cq->ex.read_byte_len   = sn_read_byte_len;
+    cq->ex.read_imm_data   = sn_read_imm_data;
+    cq->ex.read_qp_num     = sn_read_qp_num;
+    cq->ex.read_src_qp     = sn_read_zero32;
+    cq->ex.read_wc_flags   = sn_read_wc_flags;
+    cq->ex.read_slid       = sn_read_zero32;
+    cq->ex.read_sl         = sn_read_zero8;
+    cq->ex.read_dlid_path_bits = sn_read_zero8;
+    cq->ex.read_tm_info    = sn_read_tm_info;
+    pthread_mutex_init(&cq->ex.mutex, NULL);
+    pthread_cond_init(&cq->ex.cond, NULL);
+    sn_list_init(&cq->srqs);
+    sn_list_init(&cq->send_qps);
+    sn_list_add_tail(&ctx->cqs, &cq->link);
+    return &cq->ex;
+}
+
+int softnic_destroy_cq(struct ibv_cq *ibv_cq)
+{
+    sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
+
+    if (!sn_list_empty(&cq->srqs) || !sn_list_empty(&cq->send_qps)) {
+        return EBUSY;       /* an SRQ or QP still completes here */
+    }
+    sn_list_del(&cq->link);
+    pthread_mutex_destroy(&cq->ex.mutex);
+    pthread_cond_destroy(&cq->ex.cond);
+    free(cq->cqe);
+    free(cq);
+    return 0;
+}

@@ -1,0 +1,601 @@
+/*
+ * Software NIC: internal definitions shared by its sources.
+ *
+ * Layout, by verbs object and engine stage (as Linux's rxe):
+ *   softnic_context.c  device list, open / close, device and port queries,
+ *                      GIDs, PD, the context's verbs
+ *   softnic_mr.c       registration table (in shared memory), key checks,
+ *                      RDMA copies, peers' tables
+ *   softnic_cq.c       CQs: the extended poll interface, completion entries
+ *   softnic_srq.c      TM-SRQ: untagged buffers, list operations (ADD, DEL,
+ *                      SYNC), the matching list and the phase
+ *   softnic_qp.c       QPs: creation, states (INIT, RTR, RTS, ERR), rings,
+ *                      connections to a remote SRQ (dv) and their accept
+ *   softnic_req.c      requester: send queue, messages onto the peer's ring,
+ *                      RDMA read and write
+ *   softnic_resp.c     responder: arrivals judged and placed (matched,
+ *                      unexpected, untagged), the device's rendezvous read
+ *                      and FIN, DATA_VALID
+ *   softnic_comp.c     completer: send completions in order, peer liveness,
+ *                      errors
+ *   softnic_wire.c     shared-memory segments, processes, leftovers
+ *   softnic_test.c     test steering (softnic_test.h)
+ *
+ * Threading: a context and everything created from it is used by one
+ * thread at a time (as UCT interfaces are); only the shared-memory
+ * structures (rings, registration tables) are touched concurrently, by
+ * other devices and processes.
+ */
+#ifndef SOFTNIC_INT_H_
+#define SOFTNIC_INT_H_
+
+#include "softnic.h"
+#include "softnic_test.h"
+#include "softnic_wire.h"
+
+#include <matcher/tag_matcher.h>
+#include <infiniband/tm_types.h>
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define sn_likely(x)           __builtin_expect(!!(x), 1)
+#define sn_unlikely(x)         __builtin_expect(!!(x), 0)
+#define SN_ARRAY_SIZE(a)       (sizeof(a) / sizeof((a)[0]))
+
+/* What the device reports (ibv_query_device_ex), and the defaults of what
+ * a user sets per object */
+#define SN_MAX_NUM_TAGS        ((1u << SN_TAG_INDEX_BITS) - 1)
+#define SN_MAX_OPS             (1u << 20)
+#define SN_MAX_SRQ_WR          (1u << 24)
+#define SN_MAX_QP_WR           (1u << 20)
+#define SN_MAX_CQE             (1u << 24)
+#define SN_MAX_INLINE          256
+#define SN_MAX_SGE             4          /* send-side gather entries */
+#define SN_MAX_RD_ATOM         16
+#define SN_MAX_MSG_SIZE        (1u << 31) /* RDMA; SENDs: max_send_size */
+#define SN_DEF_PACKET_SIZE     4096
+#define SN_DEF_MAX_SEND        (64 * 1024)
+#define SN_DEF_RNDV_HDR_SIZE   64
+#define SN_TAG_INDEX_BITS      20         /* handle = gen << 20 | index */
+
+/* A freed registration slot is reused only once this many wait behind it
+ * (FIFO); until then registrations take never-used slots */
+#define SN_MR_REUSE_MIN        4096
+
+/* How often a QP waiting on its peer checks that the peer lives */
+#define SN_LIVENESS_PERIOD_NS  (20ull * 1000 * 1000)
+
+/* GID: subnet prefix {0xfd, 'S', host id, user}; interface id {pid,
+ * device number, 'S', version} */
+#define SN_GID_MARK            0x53
+
+
+/* ---- Lists ---- */
+
+typedef struct sn_list {
+    struct sn_list *prev, *next;
+} sn_list_t;
+
+#define sn_container_of(ptr, type, member) \
+    ((type *)((char *)(ptr) - offsetof(type, member)))
+
+static inline void sn_list_init(sn_list_t *h) { h->prev = h->next = h; }
+static inline bool sn_list_empty(const sn_list_t *h) { return h->next == h; }
+static inline void sn_list_add_tail(sn_list_t *h, sn_list_t *e)
+{
+    e->prev = h->prev; e->next = h;
+    h->prev->next = e; h->prev = e;
+}
+static inline void sn_list_del(sn_list_t *e)
+{
+    e->prev->next = e->next; e->next->prev = e->prev;
+    e->prev = e->next = e;
+}
+
+
+/* ---- Shared memory, addresses ---- */
+
+typedef struct sn_shm {
+    void            *base;
+    size_t          size;
+    char            name[96];   /* /dev/shm name; empty when not owned */
+    pid_t           owner;      /* process that created it (fork copies) */
+    sn_list_t       owned_link; /* in the process's list of its segments */
+} sn_shm_t;
+
+/* What a GID says of a device */
+typedef struct sn_dev_addr {
+    uint32_t        host_id;    /* hash of the boot id: same host only */
+    uint16_t        uid_hash;   /* process_vm_* needs the same user */
+    uint32_t        pid;
+    uint16_t        dev_seq;    /* device number within the process */
+} sn_dev_addr_t;
+
+
+/* ---- Objects ---- */
+
+typedef struct sn_context sn_context_t;
+typedef struct sn_cq      sn_cq_t;
+typedef struct sn_srq     sn_srq_t;
+typedef struct sn_qp      sn_qp_t;
+typedef struct sn_peer    sn_peer_t;
+
+/* A peer device whose registration table we mapped (shared by its QPs) */
+struct sn_peer {
+    sn_list_t          link;
+    sn_proc_id_t       proc;
+    uint16_t           dev_seq;
+    sn_shm_t           shm;
+    sn_dev_seg_t       *seg;
+    unsigned           refcount;
+};
+
+/* A registration, local side: one per slot of the table, kept in an array
+ * so that registering allocates nothing */
+typedef struct sn_mr {
+    struct ibv_mr      ibv;
+    uint32_t           slot;
+    uint16_t           next_gen;     /* generation of the slot's next use */
+} sn_mr_t;
+
+struct sn_context {
+    struct verbs_context vctx;       /* ends with the struct ibv_context */
+    sn_proc_id_t       proc;
+    uint32_t           host_id;
+    uint16_t           dev_seq;
+    union ibv_gid      gid;
+    struct softnic_dv_attr attr;
+    uint32_t           ring_size;    /* of QPs created from now on */
+    sn_shm_t           shm;
+    sn_dev_seg_t       *seg;
+    /* registration table, local side: the registrations by slot, a FIFO
+     * of freed slots and the first never-used slot */
+    sn_mr_t            *mrs;
+    uint32_t           *mr_free;
+    uint32_t           mr_free_head, mr_free_count;
+    uint32_t           mr_fresh;
+    sn_list_t          peers;
+    sn_list_t          cqs;
+    sn_list_t          qps;
+    unsigned           srqs;
+    uint32_t           next_srq_num;
+    /* steering (softnic_test.h) */
+    softnic_mode_t     mode;
+    softnic_order_t    order;
+    uint64_t           rng;
+};
+
+/* A completion entry */
+typedef struct sn_cqe {
+    uint64_t           wr_id;
+    enum ibv_wc_status status;
+    enum ibv_wc_opcode opcode;
+    uint32_t           byte_len;
+    uint32_t           qp_num;
+    unsigned           wc_flags;
+    uint32_t           imm_data;     /* big endian */
+    uint32_t           vendor_err;
+    struct ibv_wc_tm_info tm_info;
+} sn_cqe_t;
+
+struct sn_cq {
+    struct ibv_cq_ex   ex;
+    sn_list_t          link;         /* in ctx->cqs */
+    sn_cqe_t           *cqe;
+    uint32_t           depth;        /* power of two */
+    uint32_t           head, tail;   /* tail - head = queued completions */
+    uint32_t           cur;          /* the polled entry (start/next_poll) */
+    const sn_cqe_t     *cur_cqe;     /* ... what the read_* functions read */
+    sn_list_t          srqs;         /* TM-SRQs whose completions come here */
+    sn_list_t          send_qps;     /* QPs whose send completions come here */
+};
+
+/* Matching list entry (indexed by the low bits of its handle) */
+typedef struct sn_tag {
+    tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
+                                        order of ADD processing */
+    sn_list_t          link;         /* in srq->tag_free */
+    uint64_t           tag, mask;
+    uint64_t           recv_wr_id;
+    uint64_t           addr;
+    uint32_t           length;
+    uint32_t           lkey;
+    uint32_t           gen;          /* handle generation */
+    uint8_t            state;        /* SN_TAG_* */
+} sn_tag_t;
+
+enum {
+    SN_TAG_FREE,
+    SN_TAG_POSTED,                   /* ADD posted, not yet processed */
+    SN_TAG_LISTED,                   /* in the matching list */
+    SN_TAG_DEAD                      /* consumed/deleted, waiting for its ops */
+};
+
+/* A posted list operation */
+typedef struct sn_op {
+    uint64_t           wr_id;
+    uint32_t           index;        /* tag index (ADD/DEL) */
+    uint32_t           gen;          /* tag generation the handle named */
+    uint32_t           unexpected_cnt;
+    uint8_t            opcode;       /* IBV_WR_TAG_* */
+    uint8_t            flags;        /* IBV_OPS_* */
+} sn_op_t;
+
+/* Untagged SRQ buffer */
+typedef struct sn_rbuf {
+    uint64_t           wr_id;
+    uint64_t           addr;
+    uint32_t           length;
+    uint32_t           lkey;
+} sn_rbuf_t;
+
+/* The second half of a matched message: DATA_VALID (and FIN for rndv) */
+typedef struct sn_xfer {
+    sn_qp_t            *qp;          /* where it came from */
+    uint64_t           recv_wr_id;
+    uint64_t           tag;
+    uint32_t           app_ctx;
+    uint32_t           byte_len;     /* eager: already placed */
+    unsigned           imm_flag;     /* IBV_WC_WITH_IMM or 0 */
+    uint32_t           imm_data;
+    bool               rndv;
+    uint64_t           local_addr;
+    uint32_t           lkey;
+    uint64_t           remote_va;
+    uint32_t           rkey;
+    uint32_t           rndv_len;
+    uint8_t            fin[sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh)];
+} sn_xfer_t;
+
+struct sn_srq {
+    struct ibv_srq     ibv;
+    sn_list_t          link;         /* in cq->srqs */
+    sn_cq_t            *cq;
+    /* accept queue for softnic_dv_connect_qp_to_srq: the SRQ number */
+    uint32_t           num;
+    sn_shm_t           shm;
+    sn_srq_seg_t       *seg;
+    uint32_t           accepted;     /* requests taken from seg */
+    sn_list_t          qps;          /* QPs whose receives come here */
+    sn_list_t          *rr_next;     /* round-robin position in qps */
+    /* untagged buffers: FIFO */
+    sn_rbuf_t          *rbufs;
+    uint32_t           max_wr;
+    uint32_t           rbuf_mask, rbuf_head, rbuf_tail;
+    uint32_t           packet_size;  /* longer matched eager: two steps */
+    /* matching list */
+    sn_tag_t           *tags;
+    uint32_t           max_tags;
+    uint32_t           tags_used;    /* POSTED + LISTED (what the cap counts) */
+    tm_matcher_t       listed;       /* LISTED entries: matched like the
+                                        NIC, first added wins, in a time
+                                        that does not grow with the list */
+    sn_list_t          tag_free;     /* FIFO, so handles are reused late */
+    uint32_t           *tag_refs;    /* pending ops naming each tag */
+    uint64_t           next_add_seq; /* the sequence counter of listed */
+    /* list operations: FIFO of max_ops */
+    sn_op_t            *ops;
+    uint32_t           max_ops, op_head, op_tail;
+    /* phase */
+    uint32_t           hw_unexp;
+    bool               in_phase;
+    uint64_t           match_barrier; /* entries with seq >= this wait */
+    /* pending DATA_VALID / rndv reads, FIFO of max_tags */
+    sn_xfer_t          *xfers;
+    uint32_t           xfer_mask, xfer_head, xfer_tail;
+    /* steering */
+    bool               hold_ops;
+};
+
+/* A send work request, kept until it completes (in order) */
+typedef struct sn_wqe {
+    uint64_t           wr_id;
+    uint64_t           ring_end;     /* SEND: done when peer head passes it */
+    uint8_t            opcode;       /* IBV_WR_* */
+    uint8_t            signaled;
+    uint8_t            state;        /* SN_WQE_* */
+    uint8_t            status;       /* completion status when DONE */
+    uint32_t           byte_len;
+    uint32_t           imm_data;     /* SEND_WITH_IMM, big endian */
+    /* what is needed to push it later (ring full, or earlier ones waiting) */
+    uint32_t           num_sge;
+    struct ibv_sge     sge[SN_MAX_SGE];
+    uint64_t           remote_addr;
+    uint32_t           rkey;
+    uint32_t           inline_len;
+    uint8_t            inline_data[SN_MAX_INLINE];
+} sn_wqe_t;
+
+enum {
+    SN_WQE_QUEUED,                   /* not yet on the wire */
+    SN_WQE_SENT,                     /* in the peer's ring */
+    SN_WQE_DONE                      /* completion ready */
+};
+
+/* Device-generated FIN waiting for room in the outbound ring */
+typedef struct sn_fin {
+    uint8_t            data[sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh)];
+} sn_fin_t;
+
+struct sn_qp {
+    struct ibv_qp      ibv;          /* ibv.state: RESET .. ERR */
+    sn_list_t          ctx_link;     /* in ctx->qps */
+    sn_list_t          srq_link;     /* in srq->qps */
+    sn_list_t          cq_link;      /* in send_cq->send_qps */
+    sn_srq_t           *srq;
+    sn_cq_t            *send_cq;
+    bool               passive;      /* accepted by our SRQ, owned by it */
+    /* inbound: our segment, consumed by our SRQ */
+    sn_shm_t           in_shm;
+    sn_ring_ctl_t      *in;
+    uint32_t           in_mask;
+    uint64_t           in_head;      /* local copy of in->head */
+    /* outbound: the peer's inbound segment, we produce */
+    sn_shm_t           out_shm;
+    sn_ring_ctl_t      *out;
+    uint32_t           out_mask;
+    uint64_t           out_tail;     /* our position */
+    uint64_t           out_head_cache;
+    uint32_t           head_polls;
+    sn_peer_t          *peer;        /* peer device's registration table */
+    sn_proc_id_t       peer_proc;
+    uint64_t           next_liveness_ns;
+    uint32_t           liveness_polls;
+    /* send queue: FIFO of sq_size */
+    sn_wqe_t           *sq;
+    uint32_t           sq_mask, sq_size;
+    uint32_t           sq_head;      /* oldest not yet completed */
+    uint32_t           sq_sent;      /* oldest not yet on the wire */
+    uint32_t           sq_tail;      /* next free */
+    uint32_t           max_send_size;
+    /* FINs the device could not put on the wire yet */
+    sn_fin_t           *fins;
+    uint32_t           fin_count, fin_cap;
+};
+
+
+/* ---- Helpers ---- */
+
+/* Everything below is internal to the library: calls between the sources
+ * need no PLT/GOT indirection (the hot path crosses files) */
+#pragma GCC visibility push(hidden)
+
+static inline sn_context_t *sn_ctx(struct ibv_context *context)
+{
+    return sn_container_of(context, sn_context_t, vctx.context);
+}
+
+static inline sn_cq_t *sn_cq(struct ibv_cq_ex *cq)
+{
+    return sn_container_of(cq, sn_cq_t, ex);
+}
+
+static inline sn_srq_t *sn_srq(struct ibv_srq *srq)
+{
+    return sn_container_of(srq, sn_srq_t, ibv);
+}
+
+static inline sn_qp_t *sn_qp(struct ibv_qp *qp)
+{
+    return sn_container_of(qp, sn_qp_t, ibv);
+}
+
+static inline sn_context_t *sn_qp_ctx(const sn_qp_t *qp)
+{
+    return sn_ctx(qp->ibv.context);
+}
+
+static inline uint32_t sn_roundup_pow2(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v) {
+        p <<= 1;
+    }
+    return p;
+}
+
+/* Logging (softnic_set_log) */
+void sn_log(softnic_log_level_t level, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+#define sn_error(...)   sn_log(SOFTNIC_LOG_ERROR, __VA_ARGS__)
+#define sn_warn(...)    sn_log(SOFTNIC_LOG_WARN, __VA_ARGS__)
+#define sn_debug(...)   sn_log(SOFTNIC_LOG_DEBUG, __VA_ARGS__)
+
+uint64_t sn_now_ns(void);
+
+/* softnic_context.c */
+bool sn_is_softnic(struct ibv_context *context);
+void sn_gid_pack(union ibv_gid *gid, const sn_dev_addr_t *addr);
+bool sn_gid_unpack(const union ibv_gid *gid, sn_dev_addr_t *addr);
+bool sn_reachable(const sn_context_t *ctx, const sn_dev_addr_t *peer);
+
+/* softnic_wire.c */
+int  sn_proc_self(sn_proc_id_t *id);
+int  sn_proc_start_time(pid_t pid, uint64_t *start_time);
+bool sn_proc_alive(const sn_proc_id_t *id);
+uint32_t sn_host_id(void);
+void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
+                 uint32_t dev_seq, char kind, uint32_t num);
+int  sn_seg_name_of_peer(char *buf, size_t len, const sn_dev_addr_t *peer,
+                         char kind, uint32_t num, sn_proc_id_t *proc);
+int  sn_shm_create(sn_shm_t *shm, const char *name, size_t size);
+int  sn_shm_attach(sn_shm_t *shm, const char *name);
+bool sn_shm_is_ours(const sn_shm_t *shm);
+void sn_shm_destroy(sn_shm_t *shm);
+void sn_shm_detach(sn_shm_t *shm);
+void sn_seg_hdr_init(sn_seg_hdr_t *hdr, const sn_proc_id_t *owner,
+                     uint32_t kind);
+void sn_reclaim_leftovers(void);
+
+/* False in a forked child holding a copy of its parent's context: it must
+ * not touch the shared state the parent's peers see */
+static inline bool sn_ctx_is_ours(sn_context_t *ctx)
+{
+    return sn_shm_is_ours(&ctx->shm);
+}
+
+/* softnic_mr.c */
+int  sn_mr_table_init(sn_context_t *ctx);
+void sn_mr_table_cleanup(sn_context_t *ctx);
+bool sn_key_check(const sn_dev_seg_t *seg, uint32_t key, uint64_t addr,
+                  uint64_t length, uint32_t access);
+int  sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
+                  size_t length);
+int  sn_peer_get(sn_context_t *ctx, const sn_proc_id_t *proc,
+                 uint16_t dev_seq, sn_peer_t **peer_p);
+void sn_peer_put(sn_context_t *ctx, sn_peer_t *peer);
+
+/* softnic_cq.c */
+struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
+                                  struct ibv_cq_init_attr_ex *attr);
+int  sn_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+
+static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
+{
+    return cq->depth - (cq->tail - cq->head) >= n;
+}
+
+static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
+{
+    sn_cqe_t *cqe = &cq->cqe[cq->tail++ & (cq->depth - 1)];
+
+    cqe->wc_flags     = 0;
+    cqe->imm_data     = 0;
+    cqe->vendor_err   = 0;
+    cqe->byte_len     = 0;
+    cqe->tm_info.tag  = 0;
+    cqe->tm_info.priv = 0;
+    return cqe;
+}
+
+/* softnic_srq.c */
+struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
+                                 struct ibv_srq_init_attr_ex *attr);
+int  sn_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+int  sn_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                      struct ibv_recv_wr **bad_wr);
+int  sn_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
+                     struct ibv_ops_wr **bad_wr);
+bool sn_srq_op_ready(const sn_srq_t *srq);
+int  sn_srq_step_op(sn_srq_t *srq);
+void sn_srq_progress(sn_srq_t *srq);
+void sn_srq_go_out_of_phase(sn_srq_t *srq);
+void sn_srq_tag_retire(sn_srq_t *srq, sn_tag_t *tag);
+
+/* Out of phase, every completion asks for the count */
+static inline unsigned sn_srq_sync_flag(const sn_srq_t *srq)
+{
+    return srq->in_phase ? 0 : IBV_WC_TM_SYNC_REQ;
+}
+
+/* The first-added matchable entry for tag, or NULL.  The first-added of all
+ * matching entries decides: if it was added out of phase, so were all later
+ * ones. */
+static inline sn_tag_t *sn_srq_tag_match(sn_srq_t *srq, uint64_t msg_tag)
+{
+    tm_matcher_entry_t *e = tm_matcher_peek(&srq->listed, msg_tag);
+
+    if ((e == NULL) || (e->seq >= srq->match_barrier)) {
+        return NULL;
+    }
+    return e->arg;
+}
+
+/* softnic_qp.c */
+void sn_qp_set_error(sn_qp_t *qp);
+void sn_srq_accept(sn_srq_t *srq);
+void sn_srq_destroy_qps(sn_srq_t *srq);
+
+/* softnic_req.c (requester) */
+int  sn_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                  struct ibv_send_wr **bad_wr);
+void sn_qp_push(sn_qp_t *qp);
+int  sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len);
+sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len);
+void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len, uint16_t flags,
+                     uint32_t imm_data);
+
+/* softnic_resp.c (responder) */
+bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp);
+int  sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp);
+bool sn_srq_data_ready(const sn_srq_t *srq);
+int  sn_srq_step_data(sn_srq_t *srq);
+void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp);
+bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p);
+
+/* softnic_comp.c (completer) */
+void sn_qp_progress_send(sn_qp_t *qp);
+unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq);
+void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status);
+bool sn_qp_peer_alive(sn_qp_t *qp);
+
+static inline sn_wqe_t *sn_sq_wqe(sn_qp_t *qp, uint32_t index)
+{
+    return &qp->sq[index & qp->sq_mask];
+}
+
+/* Is the QP waiting for its peer (so that its death matters)?  Then it
+ * has send-side work */
+static inline bool sn_qp_waits_on_peer(const sn_qp_t *qp)
+{
+    return (qp->sq_head != qp->sq_tail) || (qp->fin_count != 0);
+}
+
+static inline void sn_wqe_done(sn_wqe_t *wqe, enum ibv_wc_status status)
+{
+    wqe->state  = SN_WQE_DONE;
+    wqe->status = (uint8_t)status;
+}
+
+/* softnic_test.c */
+int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
+
+
+/* ---- The ring, consumer side (the responder) ---- */
+
+/* The record at the consumer's position, if published: the one cache line
+ * the consumer needs to see a small message (no producer counter to read) */
+static inline sn_rec_t *sn_ring_head_rec(sn_qp_t *qp)
+{
+    return sn_ring_rec(qp->in, qp->in_mask, qp->in_head);
+}
+
+static inline void sn_ring_advance(sn_qp_t *qp, uint32_t len)
+{
+    qp->in_head += sn_rec_size(len);
+    /* release: our reads of the record come before the producer reuses it */
+    atomic_store_explicit(&qp->in->head, qp->in_head, memory_order_release);
+}
+
+/* The oldest message waiting on qp's inbound ring, if any */
+static inline bool sn_ring_peek(sn_qp_t *qp, sn_rec_t **rec_p)
+{
+    sn_rec_t *rec = sn_ring_head_rec(qp);
+    uint16_t type = sn_rec_type(rec);
+
+    if (sn_likely(type == SN_REC_MSG)) {
+        *rec_p = rec;
+        return true;
+    }
+    return (type != 0) && sn_ring_skip_pad(qp, rec_p);
+}
+
+static inline void sn_ring_release(sn_qp_t *qp, sn_rec_t *rec)
+{
+    sn_ring_advance(qp, rec->len);
+}
+
+/* A QP connected to its peer: RTR or RTS.  Its messages are taken off its
+ * ring, and the NIC may send FINs on it.  In ERR it does neither. */
+static inline bool sn_qp_connected(const sn_qp_t *qp)
+{
+    return (qp->ibv.state == IBV_QPS_RTR) || (qp->ibv.state == IBV_QPS_RTS);
+}
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,587 @@
+/*
+ * Software NIC: queue pairs.
+ *
+ * An RC QP receives through its TM-SRQ (every QP has one) and owns its
+ * inbound ring, a shared-memory segment named by its QP number that the
+ * peer writes into.  It is set up as on a NIC:
+ *   RESET -> INIT   port, access flags;
+ *   INIT  -> RTR    the peer's address (the GID of the GRH, which names its
+ *                   device) and QP number: the QP maps the peer's inbound
+ *                   ring and becomes its producer; messages that arrive
+ *                   are taken from now on;
+ *   RTR   -> RTS    sends may be posted;
+ *   any   -> ERR    outstanding requests complete with IBV_WC_WR_FLUSH_ERR
+ *                   and the peer sees the QP gone.
+ * The attributes each transition requires are those the kernel requires
+ * (ib_modify_qp_is_ok): a missing one fails with EINVAL.  Unlike a NIC,
+ * which would accept RTR and fail the first send after its retries, RTR to
+ * a peer QP that does not exist fails at once (ECONNREFUSED).
+ *
+ * softnic_dv_connect_qp_to_srq() connects a QP in INIT to a remote TM-SRQ
+ * instead: it creates both rings and leaves a request in the SRQ's accept
+ * queue; the remote NIC accepts it with a QP of its own (passive, owned by
+ * the SRQ) when it next runs.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Send queue of the QPs an SRQ accepts (they send FINs and the remote
+ * software's rendezvous reads) */
+#define SN_PASSIVE_SEND_WR  256
+
+static _Atomic uint32_t sn_next_qp_num = 0x100;
+
+static uint32_t sn_qp_num_new(void)
+{
+    return atomic_fetch_add(&sn_next_qp_num, 1) & 0xffffff;
+}
+
+
+/* ---- rings ---- */
+
+/* Creates a ring segment of ours (q<qpn>) */
+static int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
+{
+    sn_ring_ctl_t *ring;
+    char name[96];
+    int ret;
+
+    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 'q', qpn);
+    ret = sn_shm_create(shm, name, sn_ring_seg_size(ctx->ring_size));
+    if (ret != 0) {
+        return ret;
+    }
+    ring       = shm->base;
+    ring->size = ctx->ring_size;
+    sn_seg_hdr_init(&ring->hdr, &ctx->proc, SN_SEG_RING);
+    return 0;
+}
+
+/* Maps a ring segment of the device peer (q<qpn>) and checks it */
+static int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn,
+                          sn_shm_t *shm, sn_proc_id_t *proc)
+{
+    sn_ring_ctl_t *ring;
+    char name[96];
+    int ret;
+
+    ret = sn_seg_name_of_peer(name, sizeof(name), peer, 'q', qpn, proc);
+    if (ret == 0) {
+        ret = sn_shm_attach(shm, name);
+    }
+    if (ret != 0) {
+        sn_debug("no QP 0x%x of device %u of process %u: %s", qpn,
+                 peer->dev_seq, peer->pid, strerror(ret));
+        return ECONNREFUSED;
+    }
+    ring = shm->base;
+    if ((shm->size < sizeof(*ring)) || (ring->hdr.magic != SN_MAGIC) ||
+        (ring->hdr.kind != SN_SEG_RING) || (ring->size == 0) ||
+        (ring->size & (ring->size - 1)) ||
+        (shm->size < sn_ring_seg_size(ring->size)) ||
+        atomic_load(&ring->hdr.closed)) {
+        sn_shm_detach(shm);
+        return ECONNREFUSED;
+    }
+    proc->uid = ring->hdr.owner.uid;
+    return 0;
+}
+
+static void sn_qp_set_in(sn_qp_t *qp)
+{
+    qp->in      = qp->in_shm.base;
+    qp->in_mask = qp->in->size - 1;
+    qp->in_head = atomic_load(&qp->in->head);
+}
+
+/* Becomes the producer of an attached or created outbound ring */
+static int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
+                         const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq)
+{
+    sn_ring_ctl_t *out = qp->out_shm.base;
+    uint32_t expected  = 0;
+    int ret;
+
+    if (!atomic_compare_exchange_strong(&out->producer_attached, &expected,
+                                        1)) {
+        sn_error("a ring of process %u is already connected", peer_proc->pid);
+        return EISCONN;
+    }
+    out->producer = ctx->proc;
+    ret = sn_peer_get(ctx, peer_proc, peer_dev_seq, &qp->peer);
+    if (ret != 0) {
+        atomic_store(&out->producer_attached, 0);
+        return ECONNREFUSED;
+    }
+    qp->out            = out;
+    qp->out_mask       = out->size - 1;
+    qp->out_tail       = atomic_load(&out->head);
+    qp->out_head_cache = qp->out_tail;
+    qp->peer_proc      = *peer_proc;
+    return 0;
+}
+
+
+/* ---- creation and destruction ---- */
+
+/* A QP without rings yet */
+static sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
+                            uint32_t max_send_wr)
+{
+    sn_qp_t *qp;
+
+    qp = calloc(1, sizeof(*qp));
+    if (qp == NULL) {
+        return NULL;
+    }
+    qp->sq_size = max_send_wr;
+    qp->sq_mask = sn_roundup_pow2(qp->sq_size) - 1;
+    qp->sq      = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
+    if (qp->sq == NULL) {
+        free(qp);
+        return NULL;
+    }
+    qp->srq             = srq;
+    qp->send_cq         = cq;
+    qp->max_send_size   = ctx->attr.max_send_size;
+    qp->ibv.context     = &ctx->vctx.context;
+    qp->ibv.pd          = srq->ibv.pd;
+    qp->ibv.send_cq     = (struct ibv_cq*)&cq->ex;
+    qp->ibv.recv_cq     = (struct ibv_cq*)&srq->cq->ex;
+    qp->ibv.srq         = &srq->ibv;
+    qp->ibv.qp_num      = sn_qp_num_new();
+    qp->ibv.handle      = qp->ibv.qp_num;
+    qp->ibv.state       = IBV_QPS_RESET;
+    qp->ibv.qp_type     = IBV_QPT_RC;
+    pthread_mutex_init(&qp->ibv.mutex, NULL);
+    pthread_cond_init(&qp->ibv.cond, NULL);
+    return qp;
+}
+
+static void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
+{
+    sn_list_add_tail(&ctx->qps, &qp->ctx_link);
+    sn_list_add_tail(&qp->srq->qps, &qp->srq_link);
+    sn_list_add_tail(&qp->send_cq->send_qps, &qp->cq_link);
+}
+
+static void sn_qp_free(sn_qp_t *qp)
+{
+    pthread_mutex_destroy(&qp->ibv.mutex);
+    pthread_cond_destroy(&qp->ibv.cond);
+    free(qp->fins);
+    free(qp->sq);
+    free(qp);
+}
+
+static int sn_qp_init_attr_check(struct ibv_qp_init_attr *attr)
+{
+    if ((attr->qp_type != IBV_QPT_RC) || (attr->srq == NULL) ||
+        (attr->send_cq == NULL) || (attr->recv_cq == NULL)) {
+        return EOPNOTSUPP;      /* RC QPs that receive through a TM-SRQ */
+    }
+    if (!sn_is_softnic(attr->srq->context) ||
+        !sn_is_softnic(attr->send_cq->context) ||
+        (attr->cap.max_send_wr > SN_MAX_QP_WR) ||
+        (attr->cap.max_send_sge > SN_MAX_SGE) ||
+        (attr->cap.max_inline_data > SN_MAX_INLINE)) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
+                                 struct ibv_qp_init_attr *attr)
+{
+    sn_context_t *ctx = sn_ctx(pd->context);
+    sn_qp_t *qp;
+    int ret;
+
+    ret = sn_qp_init_attr_check(attr);
+    if (ret != 0) {
+        errno = ret;
+        return NULL;
+    }
+    qp = sn_qp_alloc(ctx, sn_srq(attr->srq),
+                     sn_cq((struct ibv_cq_ex*)attr->send_cq),
+                     attr->cap.max_send_wr);
+    if (qp == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    qp->ibv.pd         = pd;
+    qp->ibv.recv_cq    = attr->recv_cq;
+    qp->ibv.qp_context = attr->qp_context;
+    ret = sn_ring_create(ctx, qp->ibv.qp_num, &qp->in_shm);
+    if (ret != 0) {
+        sn_qp_free(qp);
+        errno = ret;
+        return NULL;
+    }
+    sn_qp_set_in(qp);
+    sn_qp_link(ctx, qp);
+    attr->cap.max_send_sge    = SN_MAX_SGE;
+    attr->cap.max_inline_data = SN_MAX_INLINE;
+    return &qp->ibv;
+}
+
+static void sn_qp_destroy(sn_qp_t *qp)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+
+    sn_srq_forget_qp(qp->srq, qp);
+    if (qp->srq->rr_next == &qp->srq_link) {
+        qp->srq->rr_next = qp->srq_link.next;
+    }
+    sn_list_del(&qp->srq_link);
+    sn_list_del(&qp->cq_link);
+    sn_list_del(&qp->ctx_link);
+
+    /* the peer's outstanding sends to us now fail */
+    if ((qp->in != NULL) && sn_ctx_is_ours(ctx)) {
+        atomic_store(&qp->in->hdr.closed, 1);
+    }
+    sn_shm_destroy(&qp->in_shm);      /* unlinks it if ours */
+    sn_shm_destroy(&qp->out_shm);
+    if (qp->peer != NULL) {
+        sn_peer_put(ctx, qp->peer);
+    }
+    sn_qp_free(qp);
+}
+
+int softnic_destroy_qp(struct ibv_qp *ibv_qp)
+{
+    sn_qp_t *qp = sn_qp(ibv_qp);
+
+    if (qp->passive) {
+        return EBUSY;           /* its SRQ's: destroyed with the SRQ */
+    }
+    sn_qp_destroy(qp);
+    return 0;
+}
+
+void sn_srq_destroy_qps(sn_srq_t *srq)
+{
+    sn_list_t *it, *next;
+    sn_qp_t *qp;
+
+    for (it = srq->qps.next; it != &srq->qps; it = next) {
+        next = it->next;
+        qp   = sn_container_of(it, sn_qp_t, srq_link);
+        if (qp->passive) {
+            sn_qp_destroy(qp);
+        }
+    }
+}
+
+
+/* ---- states ---- */
+
+void sn_qp_set_error(sn_qp_t *qp)
+{
+    if (qp->ibv.state == IBV_QPS_ERR) {
+        return;
+    }
+    sn_debug("QP 0x%x enters the error state", qp->ibv.qp_num);
+    qp->ibv.state = IBV_QPS_ERR;
+    qp->fin_count = 0;
+    /* our peer will see us gone, as it would see an RC QP stop answering */
+    if (sn_ctx_is_ours(sn_qp_ctx(qp))) {
+        atomic_store(&qp->in->hdr.closed, 1);
+    }
+}
+
+/* INIT -> RTR: the peer is the QP dest_qp_num of the device the GID names */
+static int sn_qp_to_rtr(sn_qp_t *qp, const struct ibv_qp_attr *attr)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    sn_proc_id_t proc;
+    sn_dev_addr_t peer;
+    int ret;
+
+    if (!attr->ah_attr.is_global || (attr->ah_attr.port_num != 1) ||
+        !sn_gid_unpack(&attr->ah_attr.grh.dgid, &peer)) {
+        sn_debug("QP 0x%x: RTR needs a GRH naming a software NIC",
+                 qp->ibv.qp_num);
+        return EINVAL;
+    }
+    if (!sn_reachable(ctx, &peer)) {
+        return EHOSTUNREACH;
+    }
+    ret = sn_ring_attach(&peer, attr->dest_qp_num, &qp->out_shm, &proc);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    if (ret != 0) {
+        sn_shm_detach(&qp->out_shm);
+    }
+    return ret;
+}
+
+/* The attributes a transition must carry (as the kernel checks them) */
+static int sn_qp_required_mask(enum ibv_qp_state from, enum ibv_qp_state to)
+{
+    if ((from == IBV_QPS_RESET) && (to == IBV_QPS_INIT)) {
+        return IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+               IBV_QP_ACCESS_FLAGS;
+    } else if ((from == IBV_QPS_INIT) && (to == IBV_QPS_INIT)) {
+        return IBV_QP_STATE;
+    } else if ((from == IBV_QPS_INIT) && (to == IBV_QPS_RTR)) {
+        return IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+               IBV_QP_MIN_RNR_TIMER;
+    } else if ((from == IBV_QPS_RTR) && (to == IBV_QPS_RTS)) {
+        return IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+               IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    } else if (((from == IBV_QPS_RTS) && (to == IBV_QPS_RTS)) ||
+               (to == IBV_QPS_ERR)) {
+        return IBV_QP_STATE;
+    }
+    return -1;                  /* not a transition a QP makes */
+}
+
+int softnic_modify_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
+                      int attr_mask)
+{
+    sn_qp_t *qp            = sn_qp(ibv_qp);
+    enum ibv_qp_state from = qp->ibv.state;
+    enum ibv_qp_state to   = (attr_mask & IBV_QP_STATE) ? attr->qp_state :
+                                                          from;
+    int required           = sn_qp_required_mask(from, to);
+    int ret;
+
+    if (qp->passive || (required < 0) ||
+        ((attr_mask & required) != required) ||
+        ((attr_mask & IBV_QP_PORT) && (attr->port_num != 1)) ||
+        ((attr_mask & IBV_QP_PKEY_INDEX) && (attr->pkey_index != 0)) ||
+        ((attr_mask & IBV_QP_CUR_STATE) && (attr->cur_qp_state != from))) {
+        return EINVAL;
+    }
+
+    if ((from == IBV_QPS_INIT) && (to == IBV_QPS_RTR)) {
+        ret = sn_qp_to_rtr(qp, attr);
+        if (ret != 0) {
+            return ret;
+        }
+    } else if ((to == IBV_QPS_ERR) && (from != IBV_QPS_ERR)) {
+        sn_qp_set_error(qp);
+        sn_qp_fail_from(qp, qp->sq_head, IBV_WC_WR_FLUSH_ERR);
+    }
+    qp->ibv.state = to;
+    return 0;
+}
+
+
+/* ---- connections to a remote SRQ (extension) ---- */
+
+/* Posts a request in the remote SRQ's accept queue */
+static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
+                          const sn_accept_slot_t *req)
+{
+    sn_proc_id_t proc;
+    sn_srq_seg_t *seg;
+    sn_shm_t shm;
+    uint32_t i, expected;
+    char name[96];
+    int ret;
+
+    ret = sn_seg_name_of_peer(name, sizeof(name), peer, 's', srq_num, &proc);
+    if (ret == 0) {
+        ret = sn_shm_attach(&shm, name);
+    }
+    if (ret != 0) {
+        sn_error("cannot reach SRQ %u of device %u of process %u: %s",
+                 srq_num, peer->dev_seq, peer->pid, strerror(ret));
+        return ECONNREFUSED;
+    }
+    seg = shm.base;
+    if ((shm.size < sizeof(*seg)) || (seg->hdr.magic != SN_MAGIC) ||
+        (seg->hdr.kind != SN_SEG_SRQ) || atomic_load(&seg->hdr.closed)) {
+        sn_shm_detach(&shm);
+        return ECONNREFUSED;
+    }
+    ret = EBUSY;            /* every slot taken: the SRQ is not polling */
+    for (i = 0; i < SN_ACCEPT_SLOTS; ++i) {
+        expected = SN_SLOT_FREE;
+        if (!atomic_compare_exchange_strong(&seg->slot[i].state, &expected,
+                                            SN_SLOT_CLAIMED)) {
+            continue;
+        }
+        seg->slot[i].in_qpn  = req->in_qpn;
+        seg->slot[i].out_qpn = req->out_qpn;
+        seg->slot[i].proc    = req->proc;
+        seg->slot[i].host_id = req->host_id;
+        seg->slot[i].dev_seq = req->dev_seq;
+        atomic_store_explicit(&seg->slot[i].state, SN_SLOT_READY,
+                              memory_order_release);
+        atomic_fetch_add_explicit(&seg->requests, 1, memory_order_release);
+        ret = 0;
+        break;
+    }
+    sn_shm_detach(&shm);
+    return ret;
+}
+
+/*
+ * Active side: we create the ring we produce into (the passive QP's
+ * inbound, named by a QP number of ours that no QP takes) besides our own
+ * inbound ring, and ask the remote SRQ to accept.  We may send at once:
+ * the messages wait in the ring until it does.
+ */
+int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp,
+                                 const union ibv_gid *gid, uint32_t srq_num)
+{
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx;
+    sn_accept_slot_t req;
+    sn_dev_addr_t peer;
+    sn_proc_id_t proc;
+    int ret;
+
+    if (!sn_is_softnic(ibv_qp->context)) {
+        return EOPNOTSUPP;
+    }
+    ctx = sn_qp_ctx(qp);
+    if ((qp->ibv.state != IBV_QPS_INIT) || qp->passive ||
+        !sn_gid_unpack(gid, &peer)) {
+        return EINVAL;
+    }
+    if (!sn_reachable(ctx, &peer)) {
+        return EHOSTUNREACH;
+    }
+    if (sn_proc_start_time((pid_t)peer.pid, &proc.start_time) != 0) {
+        return ECONNREFUSED;
+    }
+    proc.pid = peer.pid;
+    proc.uid = ctx->proc.uid;
+
+    memset(&req, 0, sizeof(req));
+    req.in_qpn  = sn_qp_num_new();
+    req.out_qpn = qp->ibv.qp_num;
+    req.proc    = ctx->proc;
+    req.host_id = ctx->host_id;
+    req.dev_seq = ctx->dev_seq;
+    ret = sn_ring_create(ctx, req.in_qpn, &qp->out_shm);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    if (ret != 0) {
+        goto err_destroy;
+    }
+    ret = sn_srq_request(&peer, srq_num, &req);
+    if (ret != 0) {
+        qp->out = NULL;
+        sn_peer_put(ctx, qp->peer);
+        qp->peer = NULL;
+        goto err_destroy;
+    }
+    qp->ibv.state = IBV_QPS_RTS;
+    return 0;
+
+err_destroy:
+    sn_shm_destroy(&qp->out_shm);
+    return ret;
+}
+
+/* Passive side: a QP for a request in our SRQ's accept queue */
+static int sn_qp_accept(sn_srq_t *srq, const sn_accept_slot_t *req)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    sn_dev_addr_t peer;
+    sn_proc_id_t proc;
+    sn_qp_t *qp;
+    int ret;
+
+    if ((req->host_id != ctx->host_id) || (req->proc.uid != ctx->proc.uid)) {
+        return EHOSTUNREACH;
+    }
+    peer.host_id = req->host_id;
+    peer.pid     = req->proc.pid;
+    peer.dev_seq = (uint16_t)req->dev_seq;
+
+    /* its send completions go to the SRQ's CQ: nobody else polls for it */
+    qp = sn_qp_alloc(ctx, srq, srq->cq, SN_PASSIVE_SEND_WR);
+    if (qp == NULL) {
+        return ENOMEM;
+    }
+    qp->passive = true;
+    ret = sn_ring_attach(&peer, req->in_qpn, &qp->in_shm, &proc);
+    if (ret != 0) {
+        goto err_free;
+    }
+    sn_qp_set_in(qp);
+    ret = sn_ring_attach(&peer, req->out_qpn, &qp->out_shm, &proc);
+    if (ret != 0) {
+        goto err_detach_in;
+    }
+    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    if (ret != 0) {
+        goto err_detach_out;
+    }
+    qp->ibv.state = IBV_QPS_RTS;
+    sn_qp_link(ctx, qp);
+    sn_debug("SRQ %u accepted QP 0x%x of process %u as QP 0x%x", srq->num,
+             req->out_qpn, req->proc.pid, qp->ibv.qp_num);
+    return 0;
+
+err_detach_out:
+    sn_shm_detach(&qp->out_shm);
+err_detach_in:
+    sn_shm_detach(&qp->in_shm);
+err_free:
+    sn_qp_free(qp);
+    return ret;
+}
+
+/* Accepts the connections peers asked for since the last poll */
+void sn_srq_accept(sn_srq_t *srq)
+{
+    sn_accept_slot_t *slot;
+    uint32_t i;
+    int ret;
+
+    if (sn_likely(atomic_load_explicit(&srq->seg->requests,
+                                       memory_order_acquire) ==
+                  srq->accepted)) {
+        return;
+    }
+    for (i = 0; i < SN_ACCEPT_SLOTS; ++i) {
+        slot = &srq->seg->slot[i];
+        if (atomic_load_explicit(&slot->state, memory_order_acquire) !=
+            SN_SLOT_READY) {
+            continue;
+        }
+        ret = sn_qp_accept(srq, slot);
+        if (ret != 0) {
+            sn_warn("SRQ %u refused a connection of process %u: %s",
+                    srq->num, slot->proc.pid, strerror(ret));
+        }
+        ++srq->accepted;
+        atomic_store_explicit(&slot->state, SN_SLOT_FREE,
+                              memory_order_release);
+    }
+}
+
+struct ibv_qp *softnic_dv_srq_qp(struct ibv_srq *ibv_srq, uint32_t qp_num)
+{
+    sn_srq_t *srq;
+    sn_list_t *it;
+    sn_qp_t *qp;
+
+    if (!sn_is_softnic(ibv_srq->context)) {
+        return NULL;
+    }
+    srq = sn_srq(ibv_srq);
+    for (it = srq->qps.next; it != &srq->qps; it = it->next) {
+        qp = sn_container_of(it, sn_qp_t, srq_link);
+        if (qp->ibv.qp_num == qp_num) {
+            return &qp->ibv;
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,384 @@
+/*
+ * Software NIC: the requester.  A QP's send work requests wait in its send
+ * queue and go on the wire in posting order: a SEND into the peer's
+ * inbound ring (while it has room), an RDMA READ or WRITE as one copy
+ * between the processes once every earlier request of the QP is on the
+ * wire.  FINs the NIC sends for rendezvous it read go before them.  The
+ * completer (softnic_comp.c) completes them in order.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- ring: producer side ---- */
+
+/* Type 0 where the next record will start: see sn_ring_ctl_t */
+static inline void sn_ring_terminate(sn_qp_t *qp, uint64_t pos)
+{
+    __atomic_store_n(&sn_ring_rec(qp->out, qp->out_mask, pos)->type, 0,
+                     __ATOMIC_RELAXED);
+}
+
+/* Room for a record of len bytes (plus padding to the end of the buffer, plus
+ * the line of the next record's terminator)?  The consumer's position is read
+ * only when the cached one says the ring is full. */
+sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
+{
+    uint32_t size  = sn_rec_size(len);
+    uint32_t ring  = qp->out_mask + 1;
+    uint32_t pos   = qp->out_tail & qp->out_mask;
+    uint32_t to_end = ring - pos;
+    uint64_t need  = ((size > to_end) ? (uint64_t)to_end + size : size) +
+                     SN_CACHE_LINE;
+    sn_rec_t *pad;
+
+    if (sn_unlikely(qp->out_tail + need - qp->out_head_cache > ring)) {
+        qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                                    memory_order_acquire);
+        if (qp->out_tail + need - qp->out_head_cache > ring) {
+            return NULL;
+        }
+    }
+    if (sn_unlikely(size > to_end)) {
+        pad      = sn_ring_rec(qp->out, qp->out_mask, qp->out_tail);
+        pad->len = to_end - sizeof(sn_rec_t);
+        qp->out_tail += to_end;
+        /* the consumer goes on at offset 0 once it sees the PAD */
+        sn_ring_terminate(qp, qp->out_tail);
+        __atomic_store_n(&pad->type, SN_REC_PAD, __ATOMIC_RELEASE);
+    }
+    return sn_ring_rec(qp->out, qp->out_mask, qp->out_tail);
+}
+
+void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
+                              uint16_t flags, uint32_t imm_data)
+{
+    rec->len      = len;
+    rec->flags    = flags;
+    rec->imm_data = imm_data;
+    qp->out_tail += sn_rec_size(len);
+    sn_ring_terminate(qp, qp->out_tail);
+    /* the flag last: the consumer sees the contents and the terminator */
+    __atomic_store_n(&rec->type, SN_REC_MSG, __ATOMIC_RELEASE);
+    /* own the line of the next record's terminator before we need it (the
+     * consumer is about to poll the one right after this record) */
+    __builtin_prefetch(sn_ring_rec(qp->out, qp->out_mask,
+                                     qp->out_tail + SN_CACHE_LINE), 1);
+}
+
+
+/* ---- pushing requests onto the wire ---- */
+
+static void sn_wqe_gather(const sn_wqe_t *wqe, uint8_t *dst)
+{
+    uint32_t i;
+
+    if (wqe->inline_len || (wqe->num_sge == 0)) {
+        memcpy(dst, wqe->inline_data, wqe->inline_len);
+        return;
+    }
+    for (i = 0; i < wqe->num_sge; ++i) {
+        memcpy(dst, (void *)(uintptr_t)wqe->sge[i].addr, wqe->sge[i].length);
+        dst += wqe->sge[i].length;
+    }
+}
+
+static bool sn_wqe_lkeys_ok(sn_context_t *ctx, const sn_wqe_t *wqe)
+{
+    uint32_t i;
+
+    for (i = 0; i < wqe->num_sge; ++i) {
+        if (!sn_key_check(ctx->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
+                            wqe->sge[i].length, 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* RDMA READ/WRITE: checks both keys, then one copy per local entry */
+static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    bool write      = (wqe->opcode == IBV_WR_RDMA_WRITE);
+    uint32_t access = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    uint64_t remote = wqe->remote_addr;
+    uint32_t i;
+    int ret;
+
+    if (wqe->byte_len == 0) {
+        return IBV_WC_SUCCESS;      /* no key to check: UCX flushes with one */
+    }
+    if (!sn_key_check(qp->peer->seg, wqe->rkey, remote, wqe->byte_len,
+                        access)) {
+        return IBV_WC_REM_ACCESS_ERR;
+    }
+    if (wqe->inline_len) {
+        ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, true,
+                             wqe->inline_data, remote, wqe->inline_len);
+        goto out;
+    }
+    if (!sn_wqe_lkeys_ok(ctx, wqe)) {
+        return IBV_WC_LOC_PROT_ERR;
+    }
+    for (i = 0, ret = 0; (i < wqe->num_sge) && (ret == 0); ++i) {
+        ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, write,
+                             (void *)(uintptr_t)wqe->sge[i].addr, remote,
+                             wqe->sge[i].length);
+        remote += wqe->sge[i].length;
+    }
+out:
+    if (ret == ESRCH) {
+        return IBV_WC_RETRY_EXC_ERR;
+    }
+    return (ret == 0) ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
+}
+
+/* The NIC's FINs first, then send requests in order, while the ring has
+ * room */
+void sn_qp_push(sn_qp_t *qp)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    enum ibv_wc_status status;
+    sn_wqe_t *wqe;
+    sn_rec_t *rec;
+    uint32_t i;
+
+    if (sn_unlikely(qp->fin_count != 0)) {
+        for (i = 0; i < qp->fin_count; ++i) {
+            rec = sn_ring_reserve(qp, sizeof(qp->fins[i].data));
+            if (rec == NULL) {
+                break;
+            }
+            memcpy(rec + 1, qp->fins[i].data, sizeof(qp->fins[i].data));
+            sn_ring_publish(qp, rec, sizeof(qp->fins[i].data), 0, 0);
+        }
+        memmove(qp->fins, qp->fins + i,
+                (qp->fin_count - i) * sizeof(*qp->fins));
+        qp->fin_count -= i;
+    }
+
+    while (qp->sq_sent != qp->sq_tail) {
+        wqe = sn_sq_wqe(qp, qp->sq_sent);
+        if (sn_likely((wqe->opcode == IBV_WR_SEND) ||
+                        (wqe->opcode == IBV_WR_SEND_WITH_IMM))) {
+            if (sn_unlikely(!wqe->inline_len && !sn_wqe_lkeys_ok(ctx, wqe))) {
+                sn_qp_set_error(qp);
+                sn_qp_fail_from(qp, qp->sq_sent, IBV_WC_LOC_PROT_ERR);
+                return;
+            }
+            rec = sn_ring_reserve(qp, wqe->byte_len);
+            if (rec == NULL) {
+                return;             /* ring full: the peer is behind */
+            }
+            sn_wqe_gather(wqe, (uint8_t *)(rec + 1));
+            sn_ring_publish(qp, rec, wqe->byte_len,
+                              (wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
+                              SN_REC_F_IMM : 0, wqe->imm_data);
+            wqe->ring_end = qp->out_tail;
+            wqe->state    = SN_WQE_SENT;
+        } else {
+            status = sn_wqe_rdma(qp, wqe);
+            if (status != IBV_WC_SUCCESS) {
+                sn_qp_set_error(qp);
+                sn_qp_fail_from(qp, qp->sq_sent, status);
+                return;
+            }
+            sn_wqe_done(wqe, IBV_WC_SUCCESS);
+        }
+        ++qp->sq_sent;
+    }
+}
+
+
+/* A FIN from the NIC (not a work request: no send completion) */
+int sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len)
+{
+    sn_fin_t *fins;
+    sn_rec_t *rec;
+    uint32_t cap;
+
+    if (!sn_qp_connected(qp)) {
+        return ENOTCONN;
+    }
+    if (qp->fin_count == 0) {
+        rec = sn_ring_reserve(qp, (uint32_t)len);
+        if (rec != NULL) {
+            memcpy(rec + 1, fin, len);
+            sn_ring_publish(qp, rec, (uint32_t)len, 0, 0);
+            return 0;
+        }
+    }
+    /* ring full: keep it until the peer catches up (slow path) */
+    if (qp->fin_count == qp->fin_cap) {
+        cap  = qp->fin_cap ? 2 * qp->fin_cap : 16;
+        fins = realloc(qp->fins, cap * sizeof(*fins));
+        if (fins == NULL) {
+            return ENOMEM;
+        }
+        qp->fins    = fins;
+        qp->fin_cap = cap;
+    }
+    memcpy(qp->fins[qp->fin_count++].data, fin, len);
+    return 0;
+}
+
+/* Checks one work request and fills a send queue entry from it */
+static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
+                       sn_wqe_t *wqe)
+{
+    uint64_t len = 0;
+    uint8_t *dst;
+    int i;
+
+    if ((wr->num_sge < 0) || (wr->num_sge > SN_MAX_SGE)) {
+        return EINVAL;
+    }
+    for (i = 0; i < wr->num_sge; ++i) {
+        len += wr->sg_list[i].length;
+    }
+    switch (wr->opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+        if ((len > qp->max_send_size) ||
+            (sn_rec_size((uint32_t)len) * 2 > qp->out_mask + 1)) {
+            return EINVAL;
+        }
+        break;
+    case IBV_WR_RDMA_READ:
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            return EINVAL;
+        }
+        /* fall through */
+    case IBV_WR_RDMA_WRITE:
+        if (len > SN_MAX_MSG_SIZE) {
+            return EINVAL;
+        }
+        wqe->remote_addr = wr->wr.rdma.remote_addr;
+        wqe->rkey        = wr->wr.rdma.rkey;
+        break;
+    default:
+        return EINVAL;
+    }
+
+    wqe->wr_id      = wr->wr_id;
+    wqe->opcode     = (uint8_t)wr->opcode;
+    wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->state      = SN_WQE_QUEUED;
+    wqe->status     = IBV_WC_SUCCESS;
+    wqe->byte_len   = (uint32_t)len;
+    wqe->imm_data   = wr->imm_data;
+    wqe->inline_len = 0;
+    wqe->num_sge    = 0;
+    if (wr->send_flags & IBV_SEND_INLINE) {
+        if (len > SN_MAX_INLINE) {
+            return EINVAL;
+        }
+        for (i = 0, dst = wqe->inline_data; i < wr->num_sge; ++i) {
+            memcpy(dst, (void *)(uintptr_t)wr->sg_list[i].addr,
+                   wr->sg_list[i].length);
+            dst += wr->sg_list[i].length;
+        }
+        wqe->inline_len = (uint32_t)len;
+    } else {
+        for (i = 0; i < wr->num_sge; ++i) {
+            wqe->sge[i] = wr->sg_list[i];
+        }
+        wqe->num_sge = (uint32_t)wr->num_sge;
+    }
+    return 0;
+}
+
+/*
+ * Fast path of an inline SEND: when nothing waits ahead of it and the ring
+ * has room, the data goes from the gather list straight into the ring (one
+ * copy, as for a non-inline SEND) and the send queue entry keeps only what
+ * its completion needs.  Same result as filling the entry and pushing it.
+ */
+static bool sn_post_inline_direct(sn_qp_t *qp,
+                                    const struct ibv_send_wr *wr,
+                                    sn_wqe_t *wqe)
+{
+    uint64_t len = 0;
+    sn_rec_t *rec;
+    uint8_t *dst;
+    int i;
+
+    if (((wr->opcode != IBV_WR_SEND) && (wr->opcode != IBV_WR_SEND_WITH_IMM)) ||
+        !(wr->send_flags & IBV_SEND_INLINE) ||
+        (qp->ibv.state != IBV_QPS_RTS) ||
+        (qp->sq_sent != qp->sq_tail) || (qp->fin_count != 0) ||
+        (wr->num_sge < 0) || (wr->num_sge > SN_MAX_SGE)) {
+        return false;
+    }
+    for (i = 0; i < wr->num_sge; ++i) {
+        len += wr->sg_list[i].length;
+    }
+    if ((len > SN_MAX_INLINE) || (len > qp->max_send_size)) {
+        return false;                   /* sn_wqe_fill() reports it */
+    }
+    rec = sn_ring_reserve(qp, (uint32_t)len);
+    if (rec == NULL) {
+        return false;
+    }
+    for (i = 0, dst = (uint8_t *)(rec + 1); i < wr->num_sge; ++i) {
+        memcpy(dst, (void *)(uintptr_t)wr->sg_list[i].addr,
+               wr->sg_list[i].length);
+        dst += wr->sg_list[i].length;
+    }
+    sn_ring_publish(qp, rec, (uint32_t)len,
+                      (wr->opcode == IBV_WR_SEND_WITH_IMM) ? SN_REC_F_IMM : 0,
+                      wr->imm_data);
+    wqe->wr_id      = wr->wr_id;
+    wqe->opcode     = (uint8_t)wr->opcode;
+    wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->state      = SN_WQE_SENT;
+    wqe->status     = IBV_WC_SUCCESS;
+    wqe->byte_len   = (uint32_t)len;
+    wqe->ring_end   = qp->out_tail;
+    return true;
+}
+
+int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
+                   struct ibv_send_wr **bad_wr)
+{
+    sn_qp_t *qp = sn_qp(ibv_qp);
+    sn_wqe_t *wqe;
+    int ret = 0;
+
+    for (; wr != NULL; wr = wr->next) {
+        if (sn_unlikely((qp->ibv.state != IBV_QPS_RTS) &&
+                        (qp->ibv.state != IBV_QPS_ERR))) {
+            ret = EINVAL;           /* not ready to send */
+            break;
+        }
+        if (sn_unlikely(qp->sq_tail - qp->sq_head >= qp->sq_size)) {
+            ret = ENOMEM;
+            break;
+        }
+        wqe = sn_sq_wqe(qp, qp->sq_tail);
+        if (sn_post_inline_direct(qp, wr, wqe)) {
+            ++qp->sq_tail;
+            ++qp->sq_sent;
+            continue;
+        }
+        ret = sn_wqe_fill(qp, wr, wqe);
+        if (sn_unlikely(ret != 0)) {
+            break;
+        }
+        ++qp->sq_tail;
+        if (sn_unlikely(qp->ibv.state == IBV_QPS_ERR)) {
+            sn_qp_fail_from(qp, qp->sq_tail - 1, IBV_WC_WR_FLUSH_ERR);
+        }
+    }
+    if (ret != 0) {
+        *bad_wr = wr;
+    }
+    if (qp->ibv.state == IBV_QPS_RTS) {
+        sn_qp_push(qp);
+    }
+    return ret;
+}
+

@@ -1,0 +1,378 @@
+/*
+ * Software NIC: the responder.  Messages arriving on a QP's inbound ring
+ * are judged against the TM-SRQ's matching list and placed (ARRIVAL): a
+ * matched eager message into the tagged buffer, a matched rendezvous
+ * announced (MATCH) and read later by the NIC, anything else whole into
+ * the next untagged buffer.  The second half of a match (DATA) completes
+ * with DATA_VALID; for a rendezvous it is the NIC's RDMA read, then the
+ * FIN to the sender.  A QP whose message cannot be placed (no untagged
+ * buffer, no room in the CQ) waits: RNR, nothing lost.
+ */
+#include "softnic_int.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#define SN_TMH_LEN   sizeof(struct ibv_tmh)
+#define SN_RVH_LEN   sizeof(struct ibv_rvh)
+
+/* How an arriving message is handled */
+typedef enum {
+    SN_ARR_UNEXP,        /* tagged, no matchable entry: untagged buffer */
+    SN_ARR_NO_TAG,       /* IBV_TMH_NO_TAG: untagged buffer */
+    SN_ARR_OTHER,        /* FIN, or not a TM message: untagged buffer */
+    SN_ARR_EAGER,        /* matched eager */
+    SN_ARR_RNDV          /* matched rendezvous */
+} sn_arrival_kind_t;
+
+
+/* ---- the inbound ring ---- */
+
+/* sn_ring_peek() found something else than a message at its position:
+ * skips padding, then looks again (slow path, once per lap) */
+bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p)
+{
+    sn_rec_t *rec = sn_ring_head_rec(qp);
+    uint16_t type;
+
+    for (;;) {
+        type = sn_rec_type(rec);
+        if (type == SN_REC_MSG) {
+            *rec_p = rec;
+            return true;
+        }
+        if (type == 0) {
+            return false;
+        }
+        sn_ring_advance(qp, rec->len);
+        rec = sn_ring_head_rec(qp);
+    }
+}
+
+/* A QP goes: its transfers still queued read nothing from it */
+void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp)
+{
+    uint32_t i;
+
+    for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
+        if (srq->xfers[i & srq->xfer_mask].qp == qp) {
+            srq->xfers[i & srq->xfer_mask].qp = NULL;
+        }
+    }
+}
+
+
+/* ---- ARRIVAL ---- */
+
+
+/* Judges a message against the list as it stands (changes nothing) */
+static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_rec_t *rec,
+                                          sn_tag_t **tag_p)
+{
+    const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
+
+    *tag_p = NULL;
+    if (rec->len < SN_TMH_LEN) {
+        return SN_ARR_OTHER;
+    }
+    switch (tmh->opcode) {
+    case IBV_TMH_NO_TAG:
+        return SN_ARR_NO_TAG;
+    case IBV_TMH_EAGER:
+        break;
+    case IBV_TMH_RNDV:
+        if (rec->len < SN_TMH_LEN + SN_RVH_LEN) {
+            return SN_ARR_OTHER;  /* malformed: software sees it whole */
+        }
+        break;
+    default:
+        return SN_ARR_OTHER;      /* FIN and unknown opcodes */
+    }
+    *tag_p = sn_srq_tag_match(srq, be64toh(tmh->tag));
+    if (*tag_p == NULL) {
+        return SN_ARR_UNEXP;
+    }
+    return (tmh->opcode == IBV_TMH_EAGER) ? SN_ARR_EAGER : SN_ARR_RNDV;
+}
+
+static inline bool sn_srq_xfer_full(const sn_srq_t *srq)
+{
+    return srq->xfer_tail - srq->xfer_head > srq->xfer_mask;
+}
+
+/* Can the oldest message of qp be delivered now?  (RNR if not) */
+static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
+                                  sn_rec_t **rec_p, sn_tag_t **tag_p,
+                                  sn_arrival_kind_t *kind_p)
+{
+    if (!sn_qp_connected(qp) || !sn_cq_has_room(srq->cq, 1) ||
+        !sn_ring_peek(qp, rec_p)) {
+        return false;
+    }
+    *kind_p = sn_srq_judge(srq, *rec_p, tag_p);
+    if ((*kind_p == SN_ARR_EAGER) || (*kind_p == SN_ARR_RNDV)) {
+        /* the second half may need a transfer slot */
+        return !sn_srq_xfer_full(srq);
+    }
+    return srq->rbuf_head != srq->rbuf_tail;
+}
+
+bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp)
+{
+    sn_arrival_kind_t kind;
+    sn_rec_t *rec;
+    sn_tag_t *tag;
+
+    return sn_srq_arrival_peek(srq, qp, &rec, &tag, &kind);
+}
+
+static inline void sn_wc_imm_fill(sn_cqe_t *wc, const sn_rec_t *rec)
+{
+    if (rec->flags & SN_REC_F_IMM) {
+        wc->wc_flags |= IBV_WC_WITH_IMM;
+        wc->imm_data  = rec->imm_data;
+    }
+}
+
+static void sn_wc_tm_fill(sn_cqe_t *wc, const struct ibv_tmh *tmh)
+{
+    wc->tm_info.tag  = be64toh(tmh->tag);
+    wc->tm_info.priv = be32toh(tmh->app_ctx);
+}
+
+/* Whole message into the next untagged buffer */
+static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
+                                      const sn_rec_t *rec,
+                                      sn_arrival_kind_t kind)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    sn_rbuf_t *rbuf = &srq->rbufs[srq->rbuf_head++ & srq->rbuf_mask];
+    sn_cqe_t *wc;
+
+    if (kind == SN_ARR_UNEXP) {
+        sn_srq_go_out_of_phase(srq);
+    }
+
+    wc           = sn_cq_push(srq->cq);
+    wc->wr_id    = rbuf->wr_id;
+    wc->opcode   = (kind == SN_ARR_NO_TAG) ? IBV_WC_TM_NO_TAG : IBV_WC_RECV;
+    wc->qp_num   = qp->ibv.qp_num;
+    wc->byte_len = rec->len;
+    wc->wc_flags = sn_srq_sync_flag(srq);
+    sn_wc_imm_fill(wc, rec);
+    if (sn_unlikely(rec->len > rbuf->length)) {
+        wc->status = IBV_WC_LOC_LEN_ERR;
+    } else if (sn_unlikely(!sn_key_check(ctx->seg, rbuf->lkey, rbuf->addr,
+                                             rec->len, 0) && rec->len)) {
+        wc->status = IBV_WC_LOC_PROT_ERR;
+    } else {
+        memcpy((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
+        wc->status = IBV_WC_SUCCESS;
+    }
+}
+
+static sn_cqe_t *sn_srq_push_tm_recv(sn_srq_t *srq, sn_qp_t *qp,
+                                          const sn_tag_t *tag,
+                                          const struct ibv_tmh *tmh)
+{
+    sn_cqe_t *wc = sn_cq_push(srq->cq);
+
+    wc->wr_id    = tag->recv_wr_id;
+    wc->opcode   = IBV_WC_TM_RECV;
+    wc->status   = IBV_WC_SUCCESS;
+    wc->qp_num   = qp->ibv.qp_num;
+    sn_wc_tm_fill(wc, tmh);
+    return wc;
+}
+
+static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
+                                       const sn_tag_t *tag,
+                                       const struct ibv_tmh *tmh)
+{
+    sn_xfer_t *xfer = &srq->xfers[srq->xfer_tail++ & srq->xfer_mask];
+
+    xfer->qp         = qp;
+    xfer->recv_wr_id = tag->recv_wr_id;
+    xfer->tag        = be64toh(tmh->tag);
+    xfer->app_ctx    = be32toh(tmh->app_ctx);
+    xfer->local_addr = tag->addr;
+    return xfer;
+}
+
+/* Matched eager: payload (without TMH) into the tagged buffer */
+static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
+                                   const sn_rec_t *rec, sn_tag_t *tag)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
+    uint32_t len = rec->len - SN_TMH_LEN;
+    sn_xfer_t *xfer;
+    sn_cqe_t *wc;
+
+    wc           = sn_srq_push_tm_recv(srq, qp, tag, tmh);
+    wc->byte_len = len;
+    wc->wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID |
+                   sn_srq_sync_flag(srq);
+    sn_wc_imm_fill(wc, rec);
+    if (sn_unlikely(len > tag->length)) {
+        wc->status = IBV_WC_LOC_LEN_ERR;    /* entry consumed, nothing written */
+    } else if (sn_unlikely(len && !sn_key_check(ctx->seg, tag->lkey,
+                                                    tag->addr, len, 0))) {
+        wc->status = IBV_WC_LOC_PROT_ERR;
+    } else {
+        memcpy((void *)(uintptr_t)tag->addr, tmh + 1, len);
+        if (len > srq->packet_size) {
+            /* two steps: MATCH now, DATA_VALID as a later event */
+            wc->wc_flags &= ~IBV_WC_TM_DATA_VALID;
+            xfer           = sn_srq_xfer_push(srq, qp, tag, tmh);
+            xfer->rndv     = false;
+            xfer->byte_len = len;
+            xfer->imm_flag = wc->wc_flags & IBV_WC_WITH_IMM;
+            xfer->imm_data = wc->imm_data;
+        }
+    }
+    sn_srq_tag_retire(srq, tag);
+}
+
+/* Matched rendezvous: MATCH now; the read, DATA_VALID and FIN later */
+static void sn_srq_deliver_rndv(sn_srq_t *srq, sn_qp_t *qp,
+                                  const sn_rec_t *rec, sn_tag_t *tag)
+{
+    const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
+    const struct ibv_rvh *rvh = (const struct ibv_rvh *)(tmh + 1);
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    uint32_t rndv_len = be32toh(rvh->len);
+    uint32_t hdr_len;
+    sn_xfer_t *xfer;
+    sn_cqe_t *wc;
+
+    wc           = sn_srq_push_tm_recv(srq, qp, tag, tmh);
+    wc->wc_flags = IBV_WC_TM_MATCH | sn_srq_sync_flag(srq);
+    sn_wc_imm_fill(wc, rec);
+
+    if (rndv_len > tag->length) {
+        /* software finishes it: the headers go into the tagged buffer */
+        hdr_len = (rec->len < tag->length) ? rec->len : tag->length;
+        if (hdr_len && !sn_key_check(ctx->seg, tag->lkey, tag->addr,
+                                       hdr_len, 0)) {
+            wc->status = IBV_WC_LOC_PROT_ERR;
+        } else {
+            memcpy((void *)(uintptr_t)tag->addr, tmh, hdr_len);
+            wc->status = IBV_WC_TM_RNDV_INCOMPLETE;
+        }
+        wc->byte_len = hdr_len;
+    } else {
+        wc->byte_len    = rndv_len;
+        xfer            = sn_srq_xfer_push(srq, qp, tag, tmh);
+        xfer->rndv      = true;
+        xfer->byte_len  = rndv_len;
+        xfer->remote_va = be64toh(rvh->va);
+        xfer->rkey      = be32toh(rvh->rkey);
+        xfer->rndv_len  = rndv_len;
+        xfer->lkey      = tag->lkey;
+        xfer->imm_flag  = wc->wc_flags & IBV_WC_WITH_IMM;
+        xfer->imm_data  = wc->imm_data;
+        memcpy(xfer->fin, tmh, SN_TMH_LEN + SN_RVH_LEN);
+        ((struct ibv_tmh *)xfer->fin)->opcode = IBV_TMH_FIN;
+    }
+    sn_srq_tag_retire(srq, tag);
+}
+
+int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
+{
+    sn_arrival_kind_t kind;
+    sn_rec_t *rec;
+    sn_tag_t *tag;
+
+    if (!sn_srq_arrival_peek(srq, qp, &rec, &tag, &kind)) {
+        return EAGAIN;
+    }
+    switch (kind) {
+    case SN_ARR_EAGER:
+        sn_srq_deliver_eager(srq, qp, rec, tag);
+        break;
+    case SN_ARR_RNDV:
+        sn_srq_deliver_rndv(srq, qp, rec, tag);
+        break;
+    default:
+        sn_srq_deliver_untagged(srq, qp, rec, kind);
+        break;
+    }
+    sn_ring_release(qp, rec);
+    return 0;
+}
+
+
+/* ---- DATA ---- */
+
+/* The NIC's RDMA read of a matched rendezvous; a wc status */
+static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    sn_qp_t *qp = xfer->qp;
+    int ret;
+
+    if ((qp == NULL) || !sn_qp_connected(qp)) {
+        return IBV_WC_WR_FLUSH_ERR;
+    }
+    if (xfer->rndv_len == 0) {
+        return IBV_WC_SUCCESS;
+    }
+    if (!sn_key_check(ctx->seg, xfer->lkey, xfer->local_addr,
+                        xfer->rndv_len, 0)) {
+        return IBV_WC_LOC_PROT_ERR;
+    }
+    if (!sn_key_check(qp->peer->seg, xfer->rkey, xfer->remote_va,
+                        xfer->rndv_len, IBV_ACCESS_REMOTE_READ)) {
+        return IBV_WC_REM_ACCESS_ERR;
+    }
+    ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, false,
+                         (void *)(uintptr_t)xfer->local_addr, xfer->remote_va,
+                         xfer->rndv_len);
+    if (ret == 0) {
+        return IBV_WC_SUCCESS;
+    }
+    return (ret == ESRCH) ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+}
+
+bool sn_srq_data_ready(const sn_srq_t *srq)
+{
+    return (srq->xfer_head != srq->xfer_tail) && sn_cq_has_room(srq->cq, 1);
+}
+
+int sn_srq_step_data(sn_srq_t *srq)
+{
+    sn_xfer_t *xfer;
+    sn_cqe_t *wc;
+    enum ibv_wc_status status = IBV_WC_SUCCESS;
+
+    if (!sn_srq_data_ready(srq)) {
+        return EAGAIN;
+    }
+    xfer = &srq->xfers[srq->xfer_head++ & srq->xfer_mask];
+    if (xfer->rndv) {
+        status = sn_xfer_read(srq, xfer);
+        if ((status != IBV_WC_SUCCESS) && (xfer->qp != NULL)) {
+            /* as a NIC's QP would: a failed read breaks the connection */
+            sn_qp_set_error(xfer->qp);
+        }
+    }
+
+    wc              = sn_cq_push(srq->cq);
+    wc->wr_id       = xfer->recv_wr_id;
+    wc->status      = status;
+    wc->opcode      = IBV_WC_TM_RECV;
+    wc->qp_num      = (xfer->qp != NULL) ? xfer->qp->ibv.qp_num : 0;
+    wc->byte_len    = (status == IBV_WC_SUCCESS) ? xfer->byte_len : 0;
+    wc->wc_flags    = IBV_WC_TM_DATA_VALID | sn_srq_sync_flag(srq) |
+                      xfer->imm_flag;
+    wc->imm_data    = xfer->imm_data;
+    wc->tm_info.tag  = xfer->tag;
+    wc->tm_info.priv = xfer->app_ctx;
+
+    if (xfer->rndv && (status == IBV_WC_SUCCESS)) {
+        sn_qp_send_fin(xfer->qp, xfer->fin, sizeof(xfer->fin));
+    }
+    return 0;
+}

@@ -1,0 +1,498 @@
+/*
+ * Software NIC: the TM-SRQ.  Untagged buffers, list operations (posted,
+ * then processed in order by the OP stage), the matching list and phase
+ * synchronisation (docs/soft-device.md; the rules are those of
+ * shared/notes/tm-device-semantics.md), and the engine that runs the
+ * stages in SOFTNIC_MODE_AUTO.
+ *
+ * Three kinds of NIC events, each run by sn_srq_step_*():
+ *   OP       the oldest posted list operation takes effect (here);
+ *   ARRIVAL  the oldest message of one QP is judged and placed
+ *            (softnic_resp.c);
+ *   DATA     the second half of a two-step match: DATA_VALID (eager longer
+ *            than the packet size; rendezvous after the NIC's RDMA read,
+ *            followed by the FIN) (softnic_resp.c).
+ *
+ * Phase: hw_unexp counts tagged messages judged unexpected.  Judging one
+ * puts the NIC out of phase; entries added from then on (seq >=
+ * match_barrier) are not matchable until an operation carrying
+ * unexpected_cnt == hw_unexp brings it back in phase.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the matching list ---- */
+
+static inline uint32_t sn_tag_handle(const sn_tag_t *tag, uint32_t index)
+{
+    return (tag->gen << SN_TAG_INDEX_BITS) | index;
+}
+
+static inline uint32_t sn_tag_index(const sn_srq_t *srq, const sn_tag_t *tag)
+{
+    return (uint32_t)(tag - srq->tags);
+}
+
+/* A consumed or deleted entry is reusable once no pending op names it */
+static void sn_tag_try_free(sn_srq_t *srq, sn_tag_t *tag)
+{
+    if ((tag->state != SN_TAG_DEAD) ||
+        (srq->tag_refs[sn_tag_index(srq, tag)] != 0)) {
+        return;
+    }
+    tag->state = SN_TAG_FREE;
+    tag->gen   = (tag->gen + 1) & ((1u << (32 - SN_TAG_INDEX_BITS)) - 1);
+    if (tag->gen == 0) {
+        tag->gen = 1;
+    }
+    sn_list_add_tail(&srq->tag_free, &tag->link);
+}
+
+/* Takes an entry out of the list (consumed by a message or deleted) */
+void sn_srq_tag_retire(sn_srq_t *srq, sn_tag_t *tag)
+{
+    tm_matcher_remove(&srq->listed, &tag->entry);
+    tag->state = SN_TAG_DEAD;
+    --srq->tags_used;
+    sn_tag_try_free(srq, tag);
+}
+
+void sn_srq_go_out_of_phase(sn_srq_t *srq)
+{
+    ++srq->hw_unexp;
+    if (srq->in_phase) {
+        srq->in_phase      = false;
+        srq->match_barrier = srq->next_add_seq;
+    }
+}
+
+static void sn_srq_sync(sn_srq_t *srq, uint32_t unexpected_cnt)
+{
+    if (unexpected_cnt == srq->hw_unexp) {
+        srq->in_phase      = true;
+        srq->match_barrier = UINT64_MAX;
+    }
+}
+
+
+/* ---- creation ---- */
+
+static int sn_srq_seg_create(sn_context_t *ctx, sn_srq_t *srq)
+{
+    char name[96];
+    int ret;
+
+    srq->num = ctx->next_srq_num++;
+    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 's', srq->num);
+    ret = sn_shm_create(&srq->shm, name, sizeof(sn_srq_seg_t));
+    if (ret != 0) {
+        return ret;
+    }
+    srq->seg = srq->shm.base;
+    sn_seg_hdr_init(&srq->seg->hdr, &ctx->proc, SN_SEG_SRQ);
+    return 0;
+}
+
+static void sn_srq_free(sn_srq_t *srq)
+{
+    tm_matcher_cleanup(&srq->listed);
+    free(srq->rbufs);
+    free(srq->tags);
+    free(srq->tag_refs);
+    free(srq->ops);
+    free(srq->xfers);
+    free(srq);
+}
+
+static int sn_srq_attr_check(const struct ibv_srq_init_attr_ex *attr)
+{
+    const uint32_t need = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+                          IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+
+    if (((attr->comp_mask & need) != need) ||
+        (attr->srq_type != IBV_SRQT_TM)) {
+        return EOPNOTSUPP;      /* only tag-matching SRQs */
+    }
+    if ((attr->attr.max_wr == 0) || (attr->attr.max_wr > SN_MAX_SRQ_WR) ||
+        (attr->attr.max_sge > 1) || (attr->tm_cap.max_num_tags == 0) ||
+        (attr->tm_cap.max_num_tags > SN_MAX_NUM_TAGS) ||
+        (attr->tm_cap.max_ops == 0) || (attr->tm_cap.max_ops > SN_MAX_OPS) ||
+        (attr->cq == NULL) || !sn_is_softnic(attr->cq->context)) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
+                                 struct ibv_srq_init_attr_ex *attr)
+{
+    sn_context_t *ctx = sn_ctx(context);
+    sn_srq_t *srq;
+    uint32_t i;
+    int ret;
+
+    ret = sn_srq_attr_check(attr);
+    if (ret != 0) {
+        errno = ret;
+        return NULL;
+    }
+
+    srq = calloc(1, sizeof(*srq));
+    if (srq == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    srq->max_wr      = attr->attr.max_wr;
+    srq->packet_size = ctx->attr.packet_size;
+    srq->max_tags  = attr->tm_cap.max_num_tags;
+    srq->max_ops   = attr->tm_cap.max_ops;
+    srq->rbuf_mask = sn_roundup_pow2(srq->max_wr) - 1;
+    srq->xfer_mask = sn_roundup_pow2(srq->max_tags) - 1;
+    srq->rbufs     = calloc(srq->rbuf_mask + 1, sizeof(*srq->rbufs));
+    srq->tags      = calloc(srq->max_tags, sizeof(*srq->tags));
+    srq->tag_refs  = calloc(srq->max_tags, sizeof(*srq->tag_refs));
+    srq->ops       = calloc(srq->max_ops, sizeof(*srq->ops));
+    srq->xfers     = calloc(srq->xfer_mask + 1, sizeof(*srq->xfers));
+    if (!srq->rbufs || !srq->tags || !srq->tag_refs || !srq->ops ||
+        !srq->xfers || (tm_matcher_init(&srq->listed,
+                                        &srq->next_add_seq) != 0)) {
+        ret = ENOMEM;
+        goto err_free;
+    }
+    sn_list_init(&srq->tag_free);
+    for (i = 0; i < srq->max_tags; ++i) {
+        srq->tags[i].gen = 1;
+        sn_list_add_tail(&srq->tag_free, &srq->tags[i].link);
+    }
+    sn_list_init(&srq->qps);
+    srq->rr_next = &srq->qps;
+    ret = sn_srq_seg_create(ctx, srq);
+    if (ret != 0) {
+        goto err_free;
+    }
+    srq->in_phase          = true;
+    srq->match_barrier     = UINT64_MAX;
+    srq->ibv.context       = context;
+    srq->ibv.srq_context   = attr->srq_context;
+    srq->ibv.pd            = attr->pd;
+    srq->ibv.handle        = srq->num;
+    srq->cq                = sn_cq((struct ibv_cq_ex*)attr->cq);
+    pthread_mutex_init(&srq->ibv.mutex, NULL);
+    pthread_cond_init(&srq->ibv.cond, NULL);
+    sn_list_add_tail(&srq->cq->srqs, &srq->link);
+    ++ctx->srqs;
+    attr->attr.max_sge = 1;
+    return &srq->ibv;
+
+err_free:
+    sn_srq_free(srq);
+    errno = ret;
+    return NULL;
+}
+
+int softnic_destroy_srq(struct ibv_srq *ibv_srq)
+{
+    sn_srq_t *srq     = sn_srq(ibv_srq);
+    sn_context_t *ctx = sn_ctx(ibv_srq->context);
+    sn_list_t *it;
+
+    /* the QPs the SRQ accepted are its own; any other still attached makes
+     * it busy, as on a NIC */
+    for (it = srq->qps.next; it != &srq->qps; it = it->next) {
+        if (!sn_container_of(it, sn_qp_t, srq_link)->passive) {
+            return EBUSY;
+        }
+    }
+    sn_srq_destroy_qps(srq);
+    if (sn_shm_is_ours(&srq->shm)) {
+        atomic_store(&srq->seg->hdr.closed, 1);
+    }
+    sn_shm_destroy(&srq->shm);
+    sn_list_del(&srq->link);
+    --ctx->srqs;
+    pthread_mutex_destroy(&srq->ibv.mutex);
+    pthread_cond_destroy(&srq->ibv.cond);
+    sn_srq_free(srq);
+    return 0;
+}
+
+int sn_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num)
+{
+    *srq_num = sn_srq(srq)->num;
+    return 0;
+}
+
+
+/* ---- posting ---- */
+
+int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
+                     struct ibv_recv_wr **bad_wr)
+{
+    sn_srq_t *srq = sn_srq(ibv_srq);
+    sn_rbuf_t *rbuf;
+    int ret = 0;
+
+    for (; wr != NULL; wr = wr->next) {
+        if ((wr->num_sge < 0) || (wr->num_sge > 1)) {
+            ret = EINVAL;
+            break;
+        }
+        if (srq->rbuf_tail - srq->rbuf_head >= srq->max_wr) {
+            ret = ENOMEM;
+            break;
+        }
+        rbuf         = &srq->rbufs[srq->rbuf_tail & srq->rbuf_mask];
+        rbuf->wr_id  = wr->wr_id;
+        rbuf->addr   = wr->num_sge ? wr->sg_list[0].addr : 0;
+        rbuf->length = wr->num_sge ? wr->sg_list[0].length : 0;
+        rbuf->lkey   = wr->num_sge ? wr->sg_list[0].lkey : 0;
+        ++srq->rbuf_tail;
+    }
+    if (ret != 0) {
+        *bad_wr = wr;
+    }
+    return ret;
+}
+
+/* Checks and queues one list operation; nothing changes if it fails */
+static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
+{
+    sn_op_t *op;
+    sn_tag_t *tag;
+    uint32_t index;
+
+    if (srq->op_tail - srq->op_head >= srq->max_ops) {
+        return ENOMEM;
+    }
+    op = &srq->ops[srq->op_tail % srq->max_ops];
+
+    switch (wr->opcode) {
+    case IBV_WR_TAG_ADD:
+        if ((wr->tm.add.num_sge < 0) || (wr->tm.add.num_sge > 1)) {
+            return EINVAL;
+        }
+        if ((srq->tags_used >= srq->max_tags) ||
+            sn_list_empty(&srq->tag_free) ||
+            (tm_matcher_reserve(&srq->listed, wr->tm.add.mask,
+                                srq->max_tags) != 0)) {
+            return ENOMEM;
+        }
+        tag = sn_container_of(srq->tag_free.next, sn_tag_t, link);
+        sn_list_del(&tag->link);
+        index           = sn_tag_index(srq, tag);
+        tag->state      = SN_TAG_POSTED;
+        tag->tag        = wr->tm.add.tag;
+        tag->mask       = wr->tm.add.mask;
+        tag->recv_wr_id = wr->tm.add.recv_wr_id;
+        tag->addr       = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].addr : 0;
+        tag->length     = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].length : 0;
+        tag->lkey       = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].lkey : 0;
+        ++srq->tags_used;
+        ++srq->tag_refs[index];
+        wr->tm.handle = sn_tag_handle(tag, index);
+        op->index     = index;
+        op->gen       = tag->gen;
+        break;
+    case IBV_WR_TAG_DEL:
+        index = wr->tm.handle & SN_MAX_NUM_TAGS;
+        if (index >= srq->max_tags) {
+            return EINVAL;
+        }
+        op->index = index;
+        op->gen   = wr->tm.handle >> SN_TAG_INDEX_BITS;
+        /* a stale handle (entry long gone) fails at processing: TM_ERR */
+        if ((srq->tags[index].gen == op->gen) &&
+            (srq->tags[index].state != SN_TAG_FREE)) {
+            ++srq->tag_refs[index];
+        }
+        break;
+    case IBV_WR_TAG_SYNC:
+        op->index = 0;
+        op->gen   = 0;
+        break;
+    default:
+        return EINVAL;
+    }
+
+    op->wr_id          = wr->wr_id;
+    op->opcode         = (uint8_t)wr->opcode;
+    op->flags          = (uint8_t)wr->flags;
+    op->unexpected_cnt = wr->tm.unexpected_cnt;
+    ++srq->op_tail;
+    return 0;
+}
+
+int sn_post_srq_ops(struct ibv_srq *ibv_srq, struct ibv_ops_wr *wr,
+                    struct ibv_ops_wr **bad_wr)
+{
+    sn_srq_t *srq = sn_srq(ibv_srq);
+    int ret;
+
+    for (; wr != NULL; wr = wr->next) {
+        ret = sn_post_one_op(srq, wr);
+        if (ret != 0) {
+            *bad_wr = wr;
+            return ret;
+        }
+    }
+    return 0;
+}
+
+
+/* ---- OP event ---- */
+
+bool sn_srq_op_ready(const sn_srq_t *srq)
+{
+    return (srq->op_head != srq->op_tail) && sn_cq_has_room(srq->cq, 1);
+}
+
+int sn_srq_step_op(sn_srq_t *srq)
+{
+    enum ibv_wc_status status = IBV_WC_SUCCESS;
+    enum ibv_wc_opcode opcode;
+    sn_tag_t *tag = NULL;
+    sn_cqe_t *wc;
+    sn_op_t *op;
+
+    if (!sn_srq_op_ready(srq)) {
+        return EAGAIN;
+    }
+    op = &srq->ops[srq->op_head % srq->max_ops];
+    ++srq->op_head;
+
+    /* the count first: an ADD carrying the right count is matchable at once */
+    if (op->flags & IBV_OPS_TM_SYNC) {
+        sn_srq_sync(srq, op->unexpected_cnt);
+    }
+
+    switch (op->opcode) {
+    case IBV_WR_TAG_ADD:
+        opcode       = IBV_WC_TM_ADD;
+        tag          = &srq->tags[op->index];
+        --srq->tag_refs[op->index];
+        /* room was reserved when the ADD was posted */
+        if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
+                            tag) != 0) {
+            status = IBV_WC_GENERAL_ERR;
+            tag->state = SN_TAG_DEAD;
+            --srq->tags_used;
+            sn_tag_try_free(srq, tag);
+            break;
+        }
+        tag->state = SN_TAG_LISTED;
+        break;
+    case IBV_WR_TAG_DEL:
+        opcode = IBV_WC_TM_DEL;
+        tag    = &srq->tags[op->index];
+        if ((tag->gen != op->gen) || (tag->state == SN_TAG_FREE)) {
+            status = IBV_WC_TM_ERR;     /* consumed and reused long ago */
+            break;
+        }
+        --srq->tag_refs[op->index];
+        if (tag->state == SN_TAG_LISTED) {
+            sn_srq_tag_retire(srq, tag);
+        } else {
+            status = IBV_WC_TM_ERR;     /* a message consumed it first */
+            sn_tag_try_free(srq, tag);
+        }
+        break;
+    default:
+        opcode = IBV_WC_TM_SYNC;
+        break;
+    }
+
+    if (op->flags & IBV_OPS_SIGNALED) {
+        wc           = sn_cq_push(srq->cq);
+        wc->wr_id    = op->wr_id;
+        wc->status   = status;
+        wc->opcode   = opcode;
+        wc->qp_num   = 0;
+        wc->wc_flags = sn_srq_sync_flag(srq);
+    }
+    return 0;
+}
+
+
+/* ---- AUTO mode: everything that can be done now ---- */
+
+static unsigned sn_srq_run_ops(sn_srq_t *srq)
+{
+    unsigned n = 0;
+
+    while (!srq->hold_ops && (sn_srq_step_op(srq) == 0)) {
+        ++n;
+    }
+    return n;
+}
+
+/* Arrivals, round-robin over QPs, one message each per round */
+static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
+{
+    sn_list_t *start, *it;
+    unsigned n = 0, round;
+
+    if (sn_list_empty(&srq->qps)) {
+        return 0;
+    }
+    do {
+        round = 0;
+        start = srq->rr_next;
+        it    = start;
+        do {
+            if (it != &srq->qps) {
+                if (sn_srq_step_arrival(srq, sn_container_of(it, sn_qp_t,
+                                                             srq_link)) == 0) {
+                    ++round;
+                }
+            }
+            it = it->next;
+        } while (it != start);
+        srq->rr_next = start->next;
+        n += round;
+    } while (round != 0);
+    return n;
+}
+
+static unsigned sn_srq_run_data(sn_srq_t *srq)
+{
+    unsigned n = 0;
+
+    while (sn_srq_step_data(srq) == 0) {
+        ++n;
+    }
+    return n;
+}
+
+void sn_srq_progress(sn_srq_t *srq)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    unsigned n;
+
+    switch (ctx->order) {
+    case SOFTNIC_ORDER_OPS_FIRST:
+        if (srq->op_head != srq->op_tail) {
+            sn_srq_run_ops(srq);
+        }
+        sn_srq_run_arrivals(srq);
+        if (srq->xfer_head != srq->xfer_tail) {
+            sn_srq_run_data(srq);
+        }
+        break;
+    case SOFTNIC_ORDER_ARRIVALS_FIRST:
+        sn_srq_run_arrivals(srq);
+        sn_srq_run_data(srq);
+        sn_srq_run_ops(srq);
+        break;
+    case SOFTNIC_ORDER_RANDOM:
+        for (n = 0; n < 4096; ++n) {
+            if (sn_srq_step_random(srq, &ctx->rng) != 0) {
+                break;
+            }
+        }
+        break;
+    }
+}
+

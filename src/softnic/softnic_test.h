@@ -1,0 +1,103 @@
+/*
+ * Test steering of the software NIC (test-only API).
+ *
+ * The NIC does its receive-side work (list operations, arrivals, data
+ * transfers) inside the poll of the TM-SRQ's CQ (ibv_start_poll).  Tests
+ * and the explorer can take that work over:
+ *
+ *  - SOFTNIC_MODE_AUTO (default): each poll of a CQ runs every TM-SRQ
+ *    attached to it until nothing more can be done, in the order chosen by
+ *    softnic_test_set_order().  softnic_test_hold_ops() keeps list
+ *    operations back.
+ *  - SOFTNIC_MODE_MANUAL: polls only return completions already generated
+ *    (and do the send side: pushing queued sends, send completions, peer
+ *    liveness).  The receive side moves only through softnic_test_step(),
+ *    one event at a time, so a test decides the exact interleaving of list
+ *    operations and arrivals.
+ *
+ * An event is one of:
+ *   OP       process the oldest posted list operation (ADD/DEL/SYNC);
+ *   ARRIVAL  judge and deliver the oldest message waiting on one QP
+ *            (matched, unexpected, NO_TAG, FIN ...);
+ *   DATA     finish the oldest matched transfer whose data was announced
+ *            with MATCH only: DATA_VALID (and for a rendezvous the RDMA read
+ *            and the FIN).
+ * softnic_test_events() lists the events possible right now in a fixed
+ * order (OP, then ARRIVAL per QP in creation order, then DATA), so that an
+ * explorer can enumerate interleavings deterministically.  An ARRIVAL is
+ * possible when a message is waiting, the QP can receive (RTR or later),
+ * the CQ has room, and the message can be placed (it matches, or an
+ * untagged buffer is free: otherwise the QP is in RNR and its event is
+ * absent).
+ *
+ * All of it is deterministic: the same calls give the same completions.
+ * Called on a context, SRQ or QP of another NIC, these do nothing.
+ */
+#ifndef SOFTNIC_TEST_H_
+#define SOFTNIC_TEST_H_
+
+#include <infiniband/verbs.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    SOFTNIC_MODE_AUTO,
+    SOFTNIC_MODE_MANUAL
+} softnic_mode_t;
+
+/* In AUTO mode, what a poll does first */
+typedef enum {
+    SOFTNIC_ORDER_OPS_FIRST,      /* all pending list ops, then arrivals (default) */
+    SOFTNIC_ORDER_ARRIVALS_FIRST, /* all arrivals, then list ops */
+    SOFTNIC_ORDER_RANDOM          /* one enabled event at a time, from the seed */
+} softnic_order_t;
+
+typedef enum {
+    SOFTNIC_EV_OP,
+    SOFTNIC_EV_ARRIVAL,
+    SOFTNIC_EV_DATA
+} softnic_ev_kind_t;
+
+typedef struct softnic_event {
+    softnic_ev_kind_t kind;
+    struct ibv_qp     *qp;        /* ARRIVAL only */
+} softnic_event_t;
+
+void softnic_test_set_mode(struct ibv_context *context, softnic_mode_t mode);
+/* seed is used by SOFTNIC_ORDER_RANDOM (xorshift64*, 0 taken as 1) */
+void softnic_test_set_order(struct ibv_context *context, softnic_order_t order,
+                            uint64_t seed);
+/* AUTO mode: while held, posted list operations stay pending */
+void softnic_test_hold_ops(struct ibv_srq *srq, int hold);
+
+/* Events possible now on srq; returns how many (writes at most max) */
+unsigned softnic_test_events(struct ibv_srq *srq, softnic_event_t *ev,
+                             unsigned max);
+/* Performs one event: 0, or EAGAIN if it is not possible now */
+int  softnic_test_step(struct ibv_srq *srq, const softnic_event_t *ev);
+int  softnic_test_step_op(struct ibv_srq *srq);
+int  softnic_test_step_arrival(struct ibv_qp *qp);
+int  softnic_test_step_data(struct ibv_srq *srq);
+/* Performs one event chosen from softnic_test_events() by *seed (advanced);
+ * EAGAIN when none is possible */
+int  softnic_test_step_random(struct ibv_srq *srq, uint64_t *seed);
+
+/* Observation */
+unsigned softnic_test_pending_ops(struct ibv_srq *srq);
+unsigned softnic_test_pending_arrivals(struct ibv_qp *qp); /* messages waiting */
+unsigned softnic_test_pending_data(struct ibv_srq *srq);
+unsigned softnic_test_free_rbufs(struct ibv_srq *srq);     /* untagged buffers */
+unsigned softnic_test_listed_tags(struct ibv_srq *srq);    /* in the matching list */
+uint32_t softnic_test_hw_unexp(struct ibv_srq *srq);
+int      softnic_test_in_phase(struct ibv_srq *srq);
+
+/* Shared-memory object name prefix of this process ("/dev/shm/<prefix>*") */
+void softnic_test_shm_prefix(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

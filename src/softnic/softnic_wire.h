@@ -1,0 +1,159 @@
+/*
+ * Software NIC: what processes share (shared-memory segments in /dev/shm).
+ *
+ * Every segment is named after the process that created it (pid and start
+ * time, so that a reused pid is not mistaken for it) and its device:
+ *   rc_tm_soft.<pid>.<start>.d<dev>          the device: registration table
+ *   rc_tm_soft.<pid>.<start>.d<dev>.q<qpn>   a QP's inbound ring
+ *   rc_tm_soft.<pid>.<start>.d<dev>.s<srqn>  a TM-SRQ's accept queue
+ * A peer names them from a GID (which carries the pid and device number)
+ * and a QP or SRQ number, reading the start time from /proc: a segment of
+ * a process that died and whose pid was reused is never found.
+ */
+#ifndef SOFTNIC_WIRE_H_
+#define SOFTNIC_WIRE_H_
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SN_CACHE_LINE          64
+#define SN_ALIGNED             __attribute__((aligned(SN_CACHE_LINE)))
+
+#define SN_SHM_PREFIX          "rc_tm_soft."
+#define SN_MAGIC               0x72637473u   /* "rcts" */
+#define SN_VERSION             4u            /* 4: rings named by QP number */
+
+/* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
+ * registers every offloaded receive buffer, so MPI codes with deep receive
+ * queues need far more than 64k regions; the shared table is sparse (pages
+ * are touched only as slots are first used). */
+#define SN_MR_SLOT_BITS        20
+#define SN_MR_SLOTS            (1u << SN_MR_SLOT_BITS)
+#define SN_MR_GEN_MAX          ((1u << (32 - SN_MR_SLOT_BITS)) - 1)
+
+
+/* A process, told apart from a later one with the same pid */
+typedef struct sn_proc_id {
+    uint32_t pid;
+    uint32_t uid;
+    uint64_t start_time;        /* /proc/<pid>/stat field 22 */
+} sn_proc_id_t;
+
+/* Header of every segment: who owns it */
+typedef struct sn_seg_hdr {
+    uint32_t         magic;
+    uint32_t         version;
+    sn_proc_id_t     owner;
+    uint32_t         kind;      /* SN_SEG_* */
+    _Atomic uint32_t closed;    /* owner destroyed it: peers see a dead end */
+} sn_seg_hdr_t;
+
+enum { SN_SEG_DEV = 1, SN_SEG_RING = 2, SN_SEG_SRQ = 3 };
+
+/* One registration (read by peers) */
+typedef struct sn_mr_slot {
+    _Atomic uint32_t gen;       /* 0: free; else the key's generation */
+    uint32_t         access;
+    uint64_t         addr;
+    uint64_t         length;
+    uint64_t         reserved;
+} sn_mr_slot_t;
+
+/* Device segment: header, then the registration table */
+typedef struct sn_dev_seg {
+    sn_seg_hdr_t     hdr;
+    sn_mr_slot_t     mr[SN_MR_SLOTS] SN_ALIGNED;
+} sn_dev_seg_t;
+
+
+/*
+ * A TM-SRQ's accept queue (softnic_dv_connect_qp_to_srq): a peer asking
+ * for a connection to the SRQ claims a slot, fills it and marks it ready;
+ * the SRQ's NIC accepts it when it next runs.  The requester creates both
+ * rings of the connection.
+ */
+#define SN_ACCEPT_SLOTS   64
+
+typedef struct sn_accept_slot {
+    _Atomic uint32_t state;     /* SN_SLOT_* */
+    uint32_t         in_qpn;    /* the ring the requester produces into */
+    uint32_t         out_qpn;   /* the requester's inbound ring, its QP */
+    uint32_t         reserved;
+    sn_proc_id_t     proc;      /* the requester's device */
+    uint32_t         host_id;
+    uint32_t         dev_seq;
+} sn_accept_slot_t;
+
+enum { SN_SLOT_FREE, SN_SLOT_CLAIMED, SN_SLOT_READY };
+
+typedef struct sn_srq_seg {
+    sn_seg_hdr_t     hdr;
+    _Atomic uint32_t requests SN_ALIGNED;  /* slots made ready, ever */
+    sn_accept_slot_t slot[SN_ACCEPT_SLOTS] SN_ALIGNED;
+} sn_srq_seg_t;
+
+
+/*
+ * Ring: single producer (the peer QP's requester), single consumer (the
+ * owner's responder).  Byte positions grow forever; records are cache-line
+ * aligned and never wrap (a PAD record fills the end of the buffer).
+ *
+ * The consumer polls the type of the record at its own position, not the
+ * producer's position: a new message costs the consumer one cache-line
+ * transfer (the record, header and small payload together) instead of two.
+ * Type 0 means "nothing yet".  Stale bytes of an earlier lap never look like
+ * a record because the producer writes type 0 at the start of the next record
+ * (the "terminator") before it publishes a record's type with a release
+ * store; so the consumer, having acquired a record, sees 0 or a newer record
+ * where the next one starts.  The ring keeps one line free for it.  head is
+ * the consumer's position, read by the producer only when it needs it (ring
+ * full, send completions).
+ */
+typedef struct sn_ring_ctl {
+    sn_seg_hdr_t     hdr;
+    uint32_t         size;      /* bytes of data, a power of two */
+    _Atomic uint32_t producer_attached;
+    sn_proc_id_t     producer;
+    uint8_t          pad0[SN_CACHE_LINE];
+    _Atomic uint64_t head SN_ALIGNED;     /* written by the consumer */
+    uint8_t          data[] SN_ALIGNED;
+} sn_ring_ctl_t;
+
+typedef struct sn_rec {
+    uint32_t         len;       /* payload bytes */
+    uint16_t         type;      /* 0 (not yet) / SN_REC_MSG / SN_REC_PAD,
+                                 * accessed atomically (the record's flag) */
+    uint16_t         flags;     /* SN_REC_F_* */
+    uint32_t         imm_data;  /* big endian, as posted */
+    uint32_t         reserved;
+} sn_rec_t;
+
+enum { SN_REC_MSG = 1, SN_REC_PAD = 2 };
+enum { SN_REC_F_IMM = 1 };
+
+/* Ring bytes a record of len payload bytes takes (whole cache lines) */
+static inline uint32_t sn_rec_size(uint32_t len)
+{
+    return (sizeof(sn_rec_t) + len + SN_CACHE_LINE - 1) &
+           ~(uint32_t)(SN_CACHE_LINE - 1);
+}
+
+static inline sn_rec_t *sn_ring_rec(sn_ring_ctl_t *ring, uint32_t mask,
+                                    uint64_t pos)
+{
+    return (sn_rec_t *)(ring->data + (pos & mask));
+}
+
+/* The record's flag: acquire, so that its contents are visible after it */
+static inline uint16_t sn_rec_type(const sn_rec_t *rec)
+{
+    return __atomic_load_n(&rec->type, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t sn_ring_seg_size(uint32_t ring_size)
+{
+    return sizeof(sn_ring_ctl_t) + ring_size;
+}
+
+#endif

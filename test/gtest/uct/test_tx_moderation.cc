@@ -1,0 +1,136 @@
+/*
+ * Send completion moderation (UCX_RC_TM_TX_CQ_MODERATION): most sends ask
+ * the device for no completion.  What a user relies on must not change:
+ *  - a flush completes, and only once the peer took every send before it;
+ *  - a stream of sends far longer than the send completion queue never
+ *    stalls and arrives in order;
+ *  - an endpoint destroyed with sends in flight gives back the completion
+ *    queue entries they held.
+ */
+#include "uct_fixture.h"
+
+#include <cstring>
+#include <string>
+
+using namespace rc_tm_test;
+
+namespace {
+
+class rc_tm_tx_moderation : public uct_fixture {
+protected:
+    uct_ep_h ep() { return m_sender.eps.at(0); }
+
+    /* One-byte active message carrying value: UCS_OK or NO_RESOURCE */
+    ucs_status_t am_short(char value)
+    {
+        uint64_t header = (uint8_t)value;
+        return uct_ep_am_short(ep(), 1, header, NULL, 0);
+    }
+
+    /* The first byte of every active message's header, in order */
+    std::string am_order()
+    {
+        std::string order;
+        for (const auto &msg : m_receiver.am_received) {
+            order += msg.empty() ? '?' : msg[0];
+        }
+        return order;
+    }
+};
+
+} // namespace
+
+/* Fewer sends than the moderation period: none of them asked for a
+ * completion, and the flush must still learn when they are done */
+TEST_F(rc_tm_tx_moderation, flush_completes_after_sends_without_completion)
+{
+    open({}, {{"TX_CQ_MODERATION", "64"}});
+    std::string sent;
+    for (int i = 0; i < 10; ++i) {
+        ASSERT_EQ(UCS_OK, am_short((char)('a' + i)));
+        sent += (char)('a' + i);
+    }
+
+    test_completion comp;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep(), 0, &comp.comp));
+
+    /* The peer has not taken them yet: the flush cannot be done */
+    for (int i = 0; i < 100; ++i) {
+        uct_worker_progress(m_sender.worker);
+    }
+    EXPECT_EQ(0, comp.done);
+
+    ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    ASSERT_TRUE(wait_for([&] { return am_order().size() >= sent.size(); }));
+    EXPECT_EQ(sent, am_order());
+
+    /* Nothing unsent: a second flush is done at once */
+    EXPECT_EQ(UCS_OK, uct_ep_flush(ep(), 0, NULL));
+}
+
+/* Thousands of sends through a send CQ of 8 entries, with one completion
+ * every 1, 4 or 64 sends (64 is capped at a quarter of the send queue) */
+TEST_F(rc_tm_tx_moderation, long_stream_never_stalls_and_keeps_order)
+{
+    for (const char *moderation : {"1", "4", "64"}) {
+        SCOPED_TRACE(std::string("TX_CQ_MODERATION=") + moderation);
+        open({}, {{"TX_QUEUE_LEN", "8"}, {"TX_CQ_MODERATION", moderation}});
+        m_receiver.am_received.clear();
+        std::string sent;
+        const int count = 5000;
+        for (int i = 0; i < count; ++i) {
+            char value = (char)('A' + i % 26);
+            ASSERT_TRUE(wait_for([&] {
+                return am_short(value) != UCS_ERR_NO_RESOURCE;
+            })) << "send " << i << " stalled";
+            sent += value;
+        }
+        flush(m_sender);
+        ASSERT_TRUE(wait_for([&] { return am_order().size() >= sent.size(); }));
+        EXPECT_EQ(sent, am_order());
+        close();
+    }
+}
+
+/* Sends that asked for a completion hold an entry of the interface's send
+ * CQ until it comes.  Destroying their endpoint completes them, and must
+ * give the entries back, or the interface runs out of them for good */
+TEST_F(rc_tm_tx_moderation, destroyed_endpoint_gives_back_its_cq_entries)
+{
+    open({}, {{"TX_QUEUE_LEN", "4"}});
+    mapped_buffer src(m_component, m_md, 4096, 's');
+    uct_iov_t iov = src.iov(256);
+    uint64_t header = 1;
+
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        /* The receiver does not progress: sends stay in flight */
+        std::vector<test_completion> comps(8);
+        int posted = 0;
+        ucs_status_t status;
+        while ((status = uct_ep_am_zcopy(ep(), 1, &header, sizeof(header),
+                                         &iov, 1, 0,
+                                         &comps.at(posted).comp)) ==
+               UCS_INPROGRESS) {
+            ++posted;
+        }
+        EXPECT_EQ(UCS_ERR_NO_RESOURCE, status);
+        EXPECT_EQ(4, posted);
+
+        destroy_eps(m_sender);
+        destroy_eps(m_receiver);
+        for (int i = 0; i < posted; ++i) {
+            EXPECT_EQ(1, comps[i].done) << i;
+        }
+        connect(m_sender, m_receiver);
+    }
+
+    /* and the new endpoint's sends complete as usual */
+    test_completion comp;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep(), 1, &header,
+                                              sizeof(header), &iov, 1, 0,
+                                              &comp.comp));
+    ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+}
