@@ -113,7 +113,8 @@ typedef struct tm_dev_wc {
     enum ibv_wc_status    status;
     enum ibv_wc_opcode    opcode;
     uint32_t              byte_len;
-    uint32_t              qp_num;     /* connection the message came on / went out on */
+    uint32_t              qp_num;     /* connection the message came on / went out
+                                         on; 0 for list operations */
     unsigned              wc_flags;   /* also IBV_WC_WITH_IMM */
     uint32_t              imm_data;   /* big-endian, as in struct ibv_wc */
     uint32_t              vendor_err;

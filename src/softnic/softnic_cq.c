@@ -157,7 +157,6 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
     sn_cq_run(cq);
     for (n = 0; (n < num_entries) && (cq->head != cq->tail); ++n) {
         cqe = &cq->cqe[cq->head++ & (cq->depth - 1)];
-        memset(&wc[n], 0, sizeof(wc[n]));
         wc[n].wr_id      = cqe->wr_id;
         wc[n].status     = cqe->status;
         wc[n].opcode     = cqe->opcode;
@@ -166,6 +165,12 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
         wc[n].imm_data   = cqe->imm_data;
         wc[n].qp_num     = cqe->qp_num;
         wc[n].wc_flags   = cqe->wc_flags;
+        /* what an InfiniBand NIC reports of the path: nothing of use */
+        wc[n].src_qp         = 0;
+        wc[n].pkey_index     = 0;
+        wc[n].slid           = 0;
+        wc[n].sl             = 0;
+        wc[n].dlid_path_bits = 0;
     }
     return n;
 }

@@ -139,7 +139,7 @@ int softnic_dereg_mr(struct ibv_mr *ibv_mr)
  * be the key's.
  */
 bool sn_key_check(const sn_dev_seg_t *seg, uint32_t key, uint64_t addr,
-                    uint64_t length, uint32_t access)
+                  uint64_t length, uint32_t access)
 {
     const sn_mr_slot_t *slot;
     uint64_t base, len;
@@ -169,7 +169,7 @@ bool sn_key_check(const sn_dev_seg_t *seg, uint32_t key, uint64_t addr,
 
 /* Copies between local memory and another process's (or our own) memory */
 int sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
-                   size_t length)
+                 size_t length)
 {
     struct iovec liov, riov;
     ssize_t n;

@@ -36,7 +36,7 @@ sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
 
     if (sn_unlikely(qp->out_tail + need - qp->out_head_cache > ring)) {
         qp->out_head_cache = atomic_load_explicit(&qp->out->head,
-                                                    memory_order_acquire);
+                                                  memory_order_acquire);
         if (qp->out_tail + need - qp->out_head_cache > ring) {
             return NULL;
         }
@@ -53,7 +53,7 @@ sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
 }
 
 void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
-                              uint16_t flags, uint32_t imm_data)
+                     uint16_t flags, uint32_t imm_data)
 {
     rec->len      = len;
     rec->flags    = flags;
@@ -65,7 +65,7 @@ void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
     /* own the line of the next record's terminator before we need it (the
      * consumer is about to poll the one right after this record) */
     __builtin_prefetch(sn_ring_rec(qp->out, qp->out_mask,
-                                     qp->out_tail + SN_CACHE_LINE), 1);
+                                   qp->out_tail + SN_CACHE_LINE), 1);
 }
 
 
@@ -91,7 +91,7 @@ static bool sn_wqe_lkeys_ok(sn_context_t *ctx, const sn_wqe_t *wqe)
 
     for (i = 0; i < wqe->num_sge; ++i) {
         if (!sn_key_check(ctx->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
-                            wqe->sge[i].length, 0)) {
+                          wqe->sge[i].length, 0)) {
             return false;
         }
     }
@@ -112,12 +112,12 @@ static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
         return IBV_WC_SUCCESS;      /* no key to check: UCX flushes with one */
     }
     if (!sn_key_check(qp->peer->seg, wqe->rkey, remote, wqe->byte_len,
-                        access)) {
+                      access)) {
         return IBV_WC_REM_ACCESS_ERR;
     }
     if (wqe->inline_len) {
         ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, true,
-                             wqe->inline_data, remote, wqe->inline_len);
+                           wqe->inline_data, remote, wqe->inline_len);
         goto out;
     }
     if (!sn_wqe_lkeys_ok(ctx, wqe)) {
@@ -125,8 +125,8 @@ static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
     }
     for (i = 0, ret = 0; (i < wqe->num_sge) && (ret == 0); ++i) {
         ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, write,
-                             (void *)(uintptr_t)wqe->sge[i].addr, remote,
-                             wqe->sge[i].length);
+                           (void *)(uintptr_t)wqe->sge[i].addr, remote,
+                           wqe->sge[i].length);
         remote += wqe->sge[i].length;
     }
 out:
@@ -175,8 +175,8 @@ void sn_qp_push(sn_qp_t *qp)
             }
             sn_wqe_gather(wqe, (uint8_t *)(rec + 1));
             sn_ring_publish(qp, rec, wqe->byte_len,
-                              (wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
-                              SN_REC_F_IMM : 0, wqe->imm_data);
+                            (wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
+                            SN_REC_F_IMM : 0, wqe->imm_data);
             wqe->ring_end = qp->out_tail;
             wqe->state    = SN_WQE_SENT;
         } else {
@@ -298,8 +298,8 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
  * its completion needs.  Same result as filling the entry and pushing it.
  */
 static bool sn_post_inline_direct(sn_qp_t *qp,
-                                    const struct ibv_send_wr *wr,
-                                    sn_wqe_t *wqe)
+                                  const struct ibv_send_wr *wr,
+                                  sn_wqe_t *wqe)
 {
     uint64_t len = 0;
     sn_rec_t *rec;
@@ -329,8 +329,8 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
         dst += wr->sg_list[i].length;
     }
     sn_ring_publish(qp, rec, (uint32_t)len,
-                      (wr->opcode == IBV_WR_SEND_WITH_IMM) ? SN_REC_F_IMM : 0,
-                      wr->imm_data);
+                    (wr->opcode == IBV_WR_SEND_WITH_IMM) ? SN_REC_F_IMM : 0,
+                    wr->imm_data);
     wqe->wr_id      = wr->wr_id;
     wqe->opcode     = (uint8_t)wr->opcode;
     wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
@@ -342,7 +342,7 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
 }
 
 int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
-                   struct ibv_send_wr **bad_wr)
+                 struct ibv_send_wr **bad_wr)
 {
     sn_qp_t *qp = sn_qp(ibv_qp);
     sn_wqe_t *wqe;

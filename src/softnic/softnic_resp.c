@@ -68,7 +68,7 @@ void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp)
 
 /* Judges a message against the list as it stands (changes nothing) */
 static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_rec_t *rec,
-                                          sn_tag_t **tag_p)
+                                      sn_tag_t **tag_p)
 {
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
 
@@ -103,8 +103,8 @@ static inline bool sn_srq_xfer_full(const sn_srq_t *srq)
 
 /* Can the oldest message of qp be delivered now?  (RNR if not) */
 static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
-                                  sn_rec_t **rec_p, sn_tag_t **tag_p,
-                                  sn_arrival_kind_t *kind_p)
+                                sn_rec_t **rec_p, sn_tag_t **tag_p,
+                                sn_arrival_kind_t *kind_p)
 {
     if (!sn_qp_connected(qp) || !sn_cq_has_room(srq->cq, 1) ||
         !sn_ring_peek(qp, rec_p)) {
@@ -143,8 +143,8 @@ static void sn_wc_tm_fill(sn_cqe_t *wc, const struct ibv_tmh *tmh)
 
 /* Whole message into the next untagged buffer */
 static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
-                                      const sn_rec_t *rec,
-                                      sn_arrival_kind_t kind)
+                                    const sn_rec_t *rec,
+                                    sn_arrival_kind_t kind)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     sn_rbuf_t *rbuf = &srq->rbufs[srq->rbuf_head++ & srq->rbuf_mask];
@@ -164,7 +164,7 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
     if (sn_unlikely(rec->len > rbuf->length)) {
         wc->status = IBV_WC_LOC_LEN_ERR;
     } else if (sn_unlikely(!sn_key_check(ctx->seg, rbuf->lkey, rbuf->addr,
-                                             rec->len, 0) && rec->len)) {
+                                         rec->len, 0) && rec->len)) {
         wc->status = IBV_WC_LOC_PROT_ERR;
     } else {
         memcpy((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
@@ -173,8 +173,8 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
 }
 
 static sn_cqe_t *sn_srq_push_tm_recv(sn_srq_t *srq, sn_qp_t *qp,
-                                          const sn_tag_t *tag,
-                                          const struct ibv_tmh *tmh)
+                                     const sn_tag_t *tag,
+                                     const struct ibv_tmh *tmh)
 {
     sn_cqe_t *wc = sn_cq_push(srq->cq);
 
@@ -187,8 +187,8 @@ static sn_cqe_t *sn_srq_push_tm_recv(sn_srq_t *srq, sn_qp_t *qp,
 }
 
 static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
-                                       const sn_tag_t *tag,
-                                       const struct ibv_tmh *tmh)
+                                   const sn_tag_t *tag,
+                                   const struct ibv_tmh *tmh)
 {
     sn_xfer_t *xfer = &srq->xfers[srq->xfer_tail++ & srq->xfer_mask];
 
@@ -202,7 +202,7 @@ static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
 
 /* Matched eager: payload (without TMH) into the tagged buffer */
 static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
-                                   const sn_rec_t *rec, sn_tag_t *tag)
+                                 const sn_rec_t *rec, sn_tag_t *tag)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
@@ -218,7 +218,7 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
     if (sn_unlikely(len > tag->length)) {
         wc->status = IBV_WC_LOC_LEN_ERR;    /* entry consumed, nothing written */
     } else if (sn_unlikely(len && !sn_key_check(ctx->seg, tag->lkey,
-                                                    tag->addr, len, 0))) {
+                                                tag->addr, len, 0))) {
         wc->status = IBV_WC_LOC_PROT_ERR;
     } else {
         memcpy((void *)(uintptr_t)tag->addr, tmh + 1, len);
@@ -237,7 +237,7 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
 
 /* Matched rendezvous: MATCH now; the read, DATA_VALID and FIN later */
 static void sn_srq_deliver_rndv(sn_srq_t *srq, sn_qp_t *qp,
-                                  const sn_rec_t *rec, sn_tag_t *tag)
+                                const sn_rec_t *rec, sn_tag_t *tag)
 {
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
     const struct ibv_rvh *rvh = (const struct ibv_rvh *)(tmh + 1);
@@ -255,7 +255,7 @@ static void sn_srq_deliver_rndv(sn_srq_t *srq, sn_qp_t *qp,
         /* software finishes it: the headers go into the tagged buffer */
         hdr_len = (rec->len < tag->length) ? rec->len : tag->length;
         if (hdr_len && !sn_key_check(ctx->seg, tag->lkey, tag->addr,
-                                       hdr_len, 0)) {
+                                     hdr_len, 0)) {
             wc->status = IBV_WC_LOC_PROT_ERR;
         } else {
             memcpy((void *)(uintptr_t)tag->addr, tmh, hdr_len);
@@ -320,16 +320,16 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
         return IBV_WC_SUCCESS;
     }
     if (!sn_key_check(ctx->seg, xfer->lkey, xfer->local_addr,
-                        xfer->rndv_len, 0)) {
+                      xfer->rndv_len, 0)) {
         return IBV_WC_LOC_PROT_ERR;
     }
     if (!sn_key_check(qp->peer->seg, xfer->rkey, xfer->remote_va,
-                        xfer->rndv_len, IBV_ACCESS_REMOTE_READ)) {
+                      xfer->rndv_len, IBV_ACCESS_REMOTE_READ)) {
         return IBV_WC_REM_ACCESS_ERR;
     }
     ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, false,
-                         (void *)(uintptr_t)xfer->local_addr, xfer->remote_va,
-                         xfer->rndv_len);
+                       (void *)(uintptr_t)xfer->local_addr, xfer->remote_va,
+                       xfer->rndv_len);
     if (ret == 0) {
         return IBV_WC_SUCCESS;
     }

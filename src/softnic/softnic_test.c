@@ -31,7 +31,7 @@ void softnic_test_hold_ops(struct ibv_srq *srq, int hold)
 
 /* The possible events, in a fixed order: OP, ARRIVAL per QP, DATA */
 static unsigned sn_srq_events(sn_srq_t *srq, softnic_event_t *ev,
-                                unsigned max)
+                              unsigned max)
 {
     sn_list_t *it;
     unsigned n = 0;

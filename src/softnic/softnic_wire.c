@@ -157,7 +157,7 @@ uint32_t sn_host_id(void)
 
 /* kind 0: the device segment; 'q' a QP's ring, 's' an SRQ's accept queue */
 void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
-                   uint32_t dev_seq, char kind, uint32_t seq)
+                 uint32_t dev_seq, char kind, uint32_t seq)
 {
     if (kind == 0) {
         snprintf(buf, len, SN_SHM_PREFIX "%u.%llu.d%u", owner->pid,
@@ -244,7 +244,7 @@ int sn_shm_create(sn_shm_t *shm, const char *name, size_t size)
     if (ftruncate(fd, (off_t)size) != 0) {
         ret = errno;
         sn_error("ftruncate(%s, %zu) failed: %s", name, size,
-                     strerror(ret));
+                 strerror(ret));
         goto err_unlink;
     }
     base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -328,7 +328,7 @@ void sn_shm_detach(sn_shm_t *shm)
 }
 
 void sn_seg_hdr_init(sn_seg_hdr_t *hdr, const sn_proc_id_t *owner,
-                       uint32_t kind)
+                     uint32_t kind)
 {
     hdr->version = SN_VERSION;
     hdr->owner   = *owner;
@@ -367,7 +367,7 @@ void sn_reclaim_leftovers(void)
         }
         if (shm_unlink(de->d_name) == 0) {
             sn_debug("reclaimed %s left by dead process %u",
-                         de->d_name, pid);
+                     de->d_name, pid);
         }
     }
     closedir(dir);

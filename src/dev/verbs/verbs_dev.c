@@ -494,12 +494,22 @@ int tm_dev_is_reachable(tm_dev_t *tdev, const void *dev_addr)
 /*
  * Memory registration
  */
+static TM_NOINLINE int tm_verbs_reg_mr_failed(tm_dev_t *tdev, void *addr,
+                                              size_t length)
+{
+    int ret = tm_verbs_errno(ENOMEM);
+
+    tm_dev_debug("verbs: %s: ibv_reg_mr(%p, %zu) failed: %s", tdev->name,
+                 addr, length, strerror(ret));
+    return ret;
+}
+
+/* On every offloaded receive (UCP registers its buffer): short */
 int tm_dev_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
                   tm_dev_mr_t **mr_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
     struct ibv_mr *mr;
-    int ret;
 
     if (access == 0) {
         /* The NIC reads rendezvous sources and writes tagged buffers */
@@ -512,10 +522,7 @@ int tm_dev_reg_mr(tm_dev_t *tdev, void *addr, size_t length, int access,
 
     mr = dev->lib->reg_mr(dev->pd, addr, length, access);
     if (tm_unlikely(mr == NULL)) {
-        ret = tm_verbs_errno(ENOMEM);
-        tm_dev_debug("verbs: %s: ibv_reg_mr(%p, %zu) failed: %s", tdev->name,
-                     addr, length, strerror(ret));
-        return ret;
+        return tm_verbs_reg_mr_failed(tdev, addr, length);
     }
 
     *mr_p = mr;

@@ -55,6 +55,8 @@ extern "C" {
 
 #define tm_likely(x)                __builtin_expect(!!(x), 1)
 #define tm_unlikely(x)              __builtin_expect(!!(x), 0)
+#define TM_NOINLINE                 __attribute__((noinline))
+#define TM_ALWAYS_INLINE            inline __attribute__((always_inline))
 
 /* Packed addresses are tagged so that foreign ones are refused */
 #define TM_VERBS_DEV_ADDR_MAGIC      0x56   /* 'V' */

@@ -70,37 +70,43 @@ void tm_dev_destroy_cq(tm_dev_cq_t *cq)
 
 /* What the completion the extended CQ points at says: only the fields its
  * kind has are read (a call through the CQ each) */
-static inline void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
-                                           tm_dev_wc_t *wc)
+static TM_ALWAYS_INLINE void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
+                                                     tm_dev_wc_t *wc)
 {
     wc->wr_id      = cq->wr_id;
     wc->status     = cq->status;
     wc->opcode     = ibv_wc_read_opcode(cq);
-    wc->qp_num     = ibv_wc_read_qp_num(cq);
     wc->byte_len   = 0;
     wc->wc_flags   = 0;
     wc->imm_data   = 0;
-    /* Defined for failed completions only */
-    wc->vendor_err = (tm_unlikely(wc->status != IBV_WC_SUCCESS)) ?
-                     ibv_wc_read_vendor_err(cq) : 0;
+    wc->vendor_err = 0;
     memset(&wc->tm_info, 0, sizeof(wc->tm_info));
+    if (tm_unlikely(wc->status != IBV_WC_SUCCESS)) {
+        /* defined for failed completions only */
+        wc->vendor_err = ibv_wc_read_vendor_err(cq);
+    }
 
     switch (wc->opcode) {
-    case IBV_WC_SEND:
-    case IBV_WC_RDMA_WRITE:
-        return;
-    case IBV_WC_RDMA_READ:
-        wc->byte_len = ibv_wc_read_byte_len(cq);
-        return;
     case IBV_WC_TM_ADD:
     case IBV_WC_TM_DEL:
     case IBV_WC_TM_SYNC:
+        /* list operations concern no connection */
+        wc->qp_num   = 0;
         wc->wc_flags = ibv_wc_read_wc_flags(cq);    /* SYNC_REQ */
+        return;
+    case IBV_WC_SEND:
+    case IBV_WC_RDMA_WRITE:
+        wc->qp_num   = ibv_wc_read_qp_num(cq);
+        return;
+    case IBV_WC_RDMA_READ:
+        wc->qp_num   = ibv_wc_read_qp_num(cq);
+        wc->byte_len = ibv_wc_read_byte_len(cq);
         return;
     default:
         break;
     }
 
+    wc->qp_num   = ibv_wc_read_qp_num(cq);
     wc->byte_len = ibv_wc_read_byte_len(cq);
     wc->wc_flags = ibv_wc_read_wc_flags(cq);
     if (wc->wc_flags & IBV_WC_WITH_IMM) {

@@ -41,7 +41,7 @@ uct_rc_tm_ep_iface(uct_rc_tm_ep_t *ep)
 /* A send's wr_id: its sequence number, and whether it asked for a
  * completion (an error completes every send, those that did not too) */
 static UCS_F_ALWAYS_INLINE uint64_t uct_rc_tm_ep_wr_id(uint64_t sn,
-                                                      int signaled)
+                                                       int signaled)
 {
     return (sn << 1) | !!signaled;
 }

@@ -290,6 +290,9 @@ unsigned uct_rc_tm_iface_counters(uct_iface_h tl_iface, uint64_t *counters,
                                   unsigned max);
 unsigned uct_rc_tm_counters_total(uint64_t *counters, unsigned max);
 const char *uct_rc_tm_counter_name(unsigned index);
+/* An interface's counters start at 0 and count in the totals until close */
+void uct_rc_tm_iface_stats_open(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_iface_stats_close(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_iface_device(uct_iface_h tl_iface, tm_dev_t **dev_p,
                             tm_dev_srq_t **srq_p);
 

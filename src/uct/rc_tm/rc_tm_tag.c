@@ -245,7 +245,7 @@ static int uct_rc_tm_tag_post_ordered(uct_rc_tm_iface_t *iface,
 }
 
 void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
-                                   uct_rc_tm_recv_t *recv)
+                            uct_rc_tm_recv_t *recv)
 {
     ++recv->refs; /* the queue's, until the DEL is posted */
     ucs_queue_push(&iface->tm.del_queue, &recv->queue);

@@ -13,9 +13,9 @@
 
 /* Reports a receive done and drops the owner's reference */
 void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
-                                        uct_rc_tm_recv_t *recv, uint64_t tag,
-                                        uint64_t imm, size_t length,
-                                        ucs_status_t status)
+                                 uct_rc_tm_recv_t *recv, uint64_t tag,
+                                 uint64_t imm, size_t length,
+                                 ucs_status_t status)
 {
     uct_tag_context_t *ctx = recv->ctx;
 
@@ -271,7 +271,7 @@ uct_rc_tm_tag_wc_status(const tm_dev_wc_t *wc)
 }
 
 void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
-                                         const tm_dev_wc_t *wc)
+                                  const tm_dev_wc_t *wc)
 {
     uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
     int with_imm;

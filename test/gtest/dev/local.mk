@@ -3,11 +3,18 @@
 # test_verbs: the verbs backend's pure parts, and a NIC where there is one.
 check_PROGRAMS += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 TESTS          += test/gtest/dev/test_soft test/gtest/dev/test_verbs
-test_gtest_dev_test_soft_SOURCES = test/gtest/dev/test_soft.cc
+test_gtest_dev_test_soft_SOURCES = \
+	test/gtest/dev/soft_fixture.h \
+	test/gtest/dev/test_soft.cc \
+	test/gtest/dev/test_soft_wire.cc \
+	test/gtest/dev/test_soft_proc.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
 	src/matcher/libtm_matcher.la \
 	test/gtest/libgtest_main.la \
 	$(GTEST_LIBS)
-test_gtest_dev_test_verbs_SOURCES = test/gtest/dev/test_verbs.cc
+test_gtest_dev_test_verbs_SOURCES = \
+	test/gtest/dev/log_capture.h \
+	test/gtest/dev/test_verbs.cc \
+	test/gtest/dev/test_verbs_poll.cc
 test_gtest_dev_test_verbs_LDADD   = $(test_gtest_dev_test_soft_LDADD)

@@ -5,7 +5,9 @@
  *  - a stream of sends far longer than the send completion queue never
  *    stalls and arrives in order;
  *  - an endpoint destroyed with sends in flight gives back the completion
- *    queue entries they held.
+ *    queue entries they held;
+ *  - send completions polled only when nothing was received starve
+ *    neither direction of a two-way stream.
  */
 #include "uct_fixture.h"
 
@@ -133,4 +135,39 @@ TEST_F(rc_tm_tx_moderation, destroyed_endpoint_gives_back_its_cq_entries)
                                               &comp.comp));
     ASSERT_TRUE(wait_for([&] { return comp.done == 1; }));
     EXPECT_EQ(UCS_OK, comp.status);
+}
+
+/* Both sides stream at once: a progress call that received something
+ * leaves send completions for later, and neither direction may stall on
+ * that (every message arrives, in order) */
+TEST_F(rc_tm_tx_moderation, streams_in_both_directions_never_stall)
+{
+    open({}, {{"TX_QUEUE_LEN", "8"}, {"TX_CQ_MODERATION", "4"}});
+    const int count = 5000;
+    int sent[2] = {0, 0};
+    uct_ep_h eps[2] = {m_sender.eps.at(0), m_receiver.eps.at(0)};
+    entity *dest[2] = {&m_receiver, &m_sender};
+
+    ASSERT_TRUE(wait_for([&] {
+        for (int side = 0; side < 2; ++side) {
+            if ((sent[side] < count) &&
+                (uct_ep_am_short(eps[side], 1, (uint8_t)('a' + sent[side] % 26),
+                                 NULL, 0) == UCS_OK)) {
+                ++sent[side];
+            }
+        }
+        return (sent[0] == count) && (sent[1] == count) &&
+               (m_receiver.am_received.size() >= (size_t)count) &&
+               (m_sender.am_received.size() >= (size_t)count);
+    })) << sent[0] << " and " << sent[1] << " sent, "
+        << m_receiver.am_received.size() << " and "
+        << m_sender.am_received.size() << " arrived";
+
+    for (int side = 0; side < 2; ++side) {
+        ASSERT_EQ((size_t)count, dest[side]->am_received.size());
+        for (int i = 0; i < count; ++i) {
+            ASSERT_EQ((char)('a' + i % 26), dest[side]->am_received[i].at(0))
+                    << "side " << side << " message " << i;
+        }
+    }
 }
