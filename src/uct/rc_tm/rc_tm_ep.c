@@ -71,17 +71,14 @@ static UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
 
 void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc)
 {
-    uint64_t sn = wc->wr_id >> 1;
+    /* wr_id is the send's sequence number: it and every send before it
+     * are done (after an error, each send completes on its own) */
+    uint64_t sn = wc->wr_id;
 
-    if (wc->wr_id & 1) {
-        /* a send that asked for it: its CQ entry is free again */
-        --ep->signaled;
-        ++uct_rc_tm_ep_iface(ep)->tx.available;
-    }
     if (sn > ep->acked_sn) {
-        /* it and every send before it are done */
-        ep->available += sn - ep->acked_sn;
-        ep->acked_sn   = sn;
+        ep->available                          += sn - ep->acked_sn;
+        uct_rc_tm_ep_iface(ep)->tx.available += sn - ep->acked_sn;
+        ep->acked_sn                            = sn;
     }
     /* Its pending requests may go now (dispatched after the batch) */
     ucs_arbiter_group_schedule(&uct_rc_tm_ep_iface(ep)->arbiter,
@@ -297,7 +294,6 @@ static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
     ep->in_pending = 0;
     ep->available  = iface->md->caps.max_send_wr;
     ep->unsignaled = 0;
-    ep->signaled   = 0;
     ep->posted_sn  = 0;
     ep->acked_sn   = 0;
     ep->status     = UCS_OK;
@@ -338,9 +334,8 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
     ucs_arbiter_group_cleanup(&ep->arb_group);
 
     /* completions the device may still report find no endpoint: the CQ
-     * entries they would free are free now */
-    iface->tx.available += ep->signaled;
-    ep->signaled         = 0;
+     * entries they would take are free now */
+    iface->tx.available += ep->posted_sn - ep->acked_sn;
     ep->acked_sn         = ep->posted_sn;
     if (notify) {
         uct_rc_tm_ep_complete_ops(ep, UINT64_MAX, UCS_ERR_CANCELED);

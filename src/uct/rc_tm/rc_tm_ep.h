@@ -19,8 +19,6 @@ struct uct_rc_tm_ep {
     unsigned                  available;   /* sends the connection can take */
     unsigned                  unsignaled;  /* sends since the last one that
                                               asked for a completion */
-    unsigned                  signaled;    /* those that asked, in flight:
-                                              the CQ entries they hold */
     uint64_t                  posted_sn;   /* sends posted */
     uint64_t                  acked_sn;    /* sends completed (in order) */
     ucs_queue_head_t          tx_ops;      /* uct_rc_tm_tx_op_t, by sn */
@@ -36,14 +34,6 @@ static UCS_F_ALWAYS_INLINE uct_rc_tm_iface_t *
 uct_rc_tm_ep_iface(uct_rc_tm_ep_t *ep)
 {
     return ucs_derived_of(ep->super.super.iface, uct_rc_tm_iface_t);
-}
-
-/* A send's wr_id: its sequence number, and whether it asked for a
- * completion (an error completes every send, those that did not too) */
-static UCS_F_ALWAYS_INLINE uint64_t uct_rc_tm_ep_wr_id(uint64_t sn,
-                                                       int signaled)
-{
-    return (sn << 1) | !!signaled;
 }
 
 /* Can the connection take a send now?  For the transport's own control

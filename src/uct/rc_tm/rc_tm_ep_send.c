@@ -56,13 +56,16 @@ uct_rc_tm_ep_post(uct_rc_tm_ep_t *ep, struct ibv_send_wr *wr,
     /* A completion only every tx_moderation sends, and for every send
      * that has someone to tell when it completes (sends of a connection
      * complete in order: one completion vouches for those before it, and
-     * a send buffer waits for it) */
+     * a send buffer waits for it).  Every send holds an entry of the send
+     * CQ until a completion covers it (a failed send completes each one),
+     * so when entries run short each send asks, or none might come back. */
     signaled        = ((op != NULL) &&
                        ((op->comp != NULL) ||
                         (op->handler != uct_rc_tm_tx_op_done))) ||
                       (wr->send_flags & IBV_SEND_SIGNALED) ||
-                      (ep->unsignaled + 1 >= iface->config.tx_moderation);
-    wr->wr_id       = uct_rc_tm_ep_wr_id(ep->posted_sn + 1, signaled);
+                      (ep->unsignaled + 1 >= iface->config.tx_moderation) ||
+                      (iface->tx.available <= (int)iface->config.tx_moderation);
+    wr->wr_id       = ep->posted_sn + 1;
     wr->next        = NULL;
     wr->send_flags |= signaled ? IBV_SEND_SIGNALED : 0;
     if (ucs_unlikely(ep->fence)) {
@@ -81,14 +84,9 @@ uct_rc_tm_ep_post(uct_rc_tm_ep_t *ep, struct ibv_send_wr *wr,
     }
 
     --ep->available;
+    --iface->tx.available;
     ++ep->posted_sn;
-    if (signaled) {
-        --iface->tx.available;      /* a CQ entry */
-        ++ep->signaled;
-        ep->unsignaled = 0;
-    } else {
-        ++ep->unsignaled;
-    }
+    ep->unsignaled = signaled ? 0 : ep->unsignaled + 1;
     if (op != NULL) {
         op->sn = ep->posted_sn;
         ucs_queue_push(&ep->tx_ops, &op->queue);

@@ -19,8 +19,9 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "1024",
-     "Number of sends that ask for a completion the interface keeps in\n"
-     "flight (the entries of its send completion queue).",
+     "Number of sends the interface keeps in flight: the entries of its send\n"
+     "completion queue, which a failed connection may fill with one error\n"
+     "completion per send.",
      ucs_offsetof(uct_rc_tm_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_MODERATION", "64",

@@ -6,12 +6,17 @@
  *    stalls and arrives in order;
  *  - an endpoint destroyed with sends in flight gives back the completion
  *    queue entries they held;
+ *  - sends that asked for no completion still hold completion queue
+ *    entries (a failed connection completes each), and a completion comes
+ *    back for them when entries run short;
  *  - send completions polled only when nothing was received starve
  *    neither direction of a two-way stream.
  */
 #include "uct_fixture.h"
 
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 
 using namespace rc_tm_test;
@@ -27,6 +32,21 @@ protected:
     {
         uint64_t header = (uint8_t)value;
         return uct_ep_am_short(ep(), 1, header, NULL, 0);
+    }
+
+    /* Progresses the sender alone until pred holds; false after a bound
+     * that only a hang reaches */
+    bool sender_progress_until(const std::function<bool()> &pred)
+    {
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(10);
+        while (!pred()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                return false;
+            }
+            uct_worker_progress(m_sender.worker);
+        }
+        return true;
     }
 
     /* The first byte of every active message's header, in order */
@@ -95,9 +115,9 @@ TEST_F(rc_tm_tx_moderation, long_stream_never_stalls_and_keeps_order)
     }
 }
 
-/* Sends that asked for a completion hold an entry of the interface's send
- * CQ until it comes.  Destroying their endpoint completes them, and must
- * give the entries back, or the interface runs out of them for good */
+/* Every send holds an entry of the interface's send CQ until a completion
+ * covers it.  Destroying their endpoint completes them, and must give the
+ * entries back, or the interface runs out of them for good */
 TEST_F(rc_tm_tx_moderation, destroyed_endpoint_gives_back_its_cq_entries)
 {
     open({}, {{"TX_QUEUE_LEN", "4"}});
@@ -169,5 +189,34 @@ TEST_F(rc_tm_tx_moderation, streams_in_both_directions_never_stall)
             ASSERT_EQ((char)('a' + i % 26), dest[side]->am_received[i].at(0))
                     << "side " << side << " message " << i;
         }
+    }
+}
+
+/* Sends that asked for no completion hold send CQ entries too: no more
+ * sends are in flight than the CQ has entries.  And when the entries run
+ * short the sends ask, so that completions give every entry back */
+TEST_F(rc_tm_tx_moderation, silent_sends_hold_cq_entries_and_get_them_back)
+{
+    open({}, {{"TX_QUEUE_LEN", "100"}, {"TX_CQ_MODERATION", "64"}});
+    size_t delivered = 0;
+
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        /* The receiver does not progress: sends stay in flight, and the
+         * sender gets back only what completions return */
+        int posted = 0;
+        ASSERT_TRUE(sender_progress_until([&] {
+            while ((posted < 100) && (am_short('x') == UCS_OK)) {
+                ++posted;
+            }
+            return posted == 100;
+        })) << "only " << posted << " sends could be in flight";
+        EXPECT_EQ(UCS_ERR_NO_RESOURCE, am_short('x'));
+
+        /* The receiver takes them */
+        delivered += posted;
+        ASSERT_TRUE(wait_for([&] {
+            return m_receiver.am_received.size() == delivered;
+        }));
     }
 }
