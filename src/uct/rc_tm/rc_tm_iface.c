@@ -18,10 +18,11 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      "size of each untagged receive buffer.",
      ucs_offsetof(uct_rc_tm_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TX_QUEUE_LEN", "1024",
+    {"TX_QUEUE_LEN", "4096",
      "Number of sends the interface keeps in flight: the entries of its send\n"
      "completion queue, which a failed connection may fill with one error\n"
-     "completion per send.",
+     "completion per send. Several times a connection's send queue, so that\n"
+     "sends need not all ask for a completion (as UCX's TX_CQ_LEN).",
      ucs_offsetof(uct_rc_tm_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_MODERATION", "64",
