@@ -100,7 +100,11 @@ struct tm_dev {
 struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;
                      int tm; /* an SRQ's: TM information to read */ };
 struct tm_dev_srq  { tm_dev_t *dev; struct ibv_srq *srq; };
-struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; };
+/* A connection is two RC QPs on the TM-SRQ, as UCX's rc_mlx5 makes them:
+ * qp sends; rx_qp has no send queue, and the peer's sends go to it (the
+ * kernel enables the NIC's rendezvous only on such a QP: the NIC reads and
+ * sends FIN on it) */
+struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; struct ibv_qp *rx_qp; };
 
 
 /*
@@ -204,9 +208,15 @@ void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
 int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
                     const void *conn_addr);
 
+/* The QP we send on, and the one we receive on */
 static inline uint32_t tm_dev_conn_qp_num(tm_dev_conn_t *conn)
 {
     return conn->qp->qp_num;
+}
+
+static inline uint32_t tm_dev_conn_rx_qp_num(tm_dev_conn_t *conn)
+{
+    return conn->rx_qp->qp_num;
 }
 
 /* IBV_WR_SEND (sg_list or IBV_SEND_INLINE), IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE */
@@ -243,6 +253,11 @@ static inline struct ibv_srq *tm_dev_ibv_srq(tm_dev_srq_t *srq)
 static inline struct ibv_qp *tm_dev_ibv_qp(tm_dev_conn_t *conn)
 {
     return conn->qp;
+}
+
+static inline struct ibv_qp *tm_dev_ibv_rx_qp(tm_dev_conn_t *conn)
+{
+    return conn->rx_qp;
 }
 
 #ifdef __cplusplus

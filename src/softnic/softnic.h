@@ -99,20 +99,23 @@ int softnic_dv_set_attr(struct ibv_context *context,
                         const struct softnic_dv_attr *attr);
 
 /*
- * Connects qp (in INIT) to the TM-SRQ srq_num (ibv_get_srq_num) of the
- * software NIC with GID gid, which needs nothing of the remote software:
- * that NIC accepts the connection itself with a QP of its own, owned by
- * the SRQ, which it names by qp_num in its completions.  qp is in RTS
- * when this returns 0; its messages wait until the remote NIC accepts.
+ * Connects a pair of QPs in INIT to the TM-SRQ srq_num (ibv_get_srq_num) of
+ * the software NIC with GID gid, which needs nothing of the remote
+ * software: that NIC accepts the connection itself with a pair of QPs of
+ * its own, owned by the SRQ.  qp sends, to the remote receive-only QP;
+ * rx_qp (created without a send queue) receives what the remote sending QP
+ * sends.  Both are in RTS when this returns 0; messages wait until the
+ * remote NIC accepts.
  */
-int softnic_dv_connect_qp_to_srq(struct ibv_qp *qp, const union ibv_gid *gid,
-                                 uint32_t srq_num);
+int softnic_dv_connect_qp_to_srq(struct ibv_qp *qp, struct ibv_qp *rx_qp,
+                                 const union ibv_gid *gid, uint32_t srq_num);
 
-/* The QP an SRQ accepted for a remote peer, by number (NULL if none).  It
- * belongs to the SRQ (destroyed with it); its sends complete on the SRQ's
- * CQ.  The remote software reaches it to read a rendezvous it finishes
- * itself, and to send FIN. */
-struct ibv_qp *softnic_dv_srq_qp(struct ibv_srq *srq, uint32_t qp_num);
+/* The pair of QPs an SRQ accepted for a remote peer, found by either QP
+ * number: 0, or ENOENT.  They belong to the SRQ (destroyed with it); the
+ * sending one's completions go to the SRQ's CQ.  The remote software uses
+ * it to read a rendezvous it finishes itself, and to send FIN. */
+int softnic_dv_srq_conn(struct ibv_srq *srq, uint32_t qp_num,
+                        struct ibv_qp **qp, struct ibv_qp **rx_qp);
 
 #ifdef __cplusplus
 }

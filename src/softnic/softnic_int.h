@@ -328,7 +328,10 @@ struct sn_qp {
     sn_list_t          cq_link;      /* in send_cq->send_qps */
     sn_srq_t           *srq;
     sn_cq_t            *send_cq;
+    bool               rx_only;      /* no send queue: the NIC does
+                                        rendezvous on it */
     bool               passive;      /* accepted by our SRQ, owned by it */
+    sn_qp_t            *partner;     /* the other QP of an accepted pair */
     /* inbound: our segment, consumed by our SRQ */
     sn_shm_t           in_shm;
     sn_ring_ctl_t      *in;
@@ -525,6 +528,7 @@ int  sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp);
 bool sn_srq_data_ready(const sn_srq_t *srq);
 int  sn_srq_step_data(sn_srq_t *srq);
 void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp);
+void sn_srq_rx_error(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status);
 bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p);
 
 /* softnic_comp.c (completer) */

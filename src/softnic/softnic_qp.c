@@ -17,10 +17,15 @@
  * which would accept RTR and fail the first send after its retries, RTR to
  * a peer QP that does not exist fails at once (ECONNREFUSED).
  *
- * softnic_dv_connect_qp_to_srq() connects a QP in INIT to a remote TM-SRQ
- * instead: it creates both rings and leaves a request in the SRQ's accept
- * queue; the remote NIC accepts it with a QP of its own (passive, owned by
- * the SRQ) when it next runs.
+ * A QP created without a send queue is receive-only: only on such a QP
+ * does the NIC perform a matched rendezvous itself (its read and FIN go out
+ * on it), as the kernel enables rendezvous offload only on a QP attached to
+ * a TM-SRQ with no send queue.
+ *
+ * softnic_dv_connect_qp_to_srq() connects a pair of QPs in INIT (a sending
+ * and a receive-only one) to a remote TM-SRQ instead: it creates the rings
+ * and leaves a request in the SRQ's accept queue; the remote NIC accepts it
+ * with a pair of its own (passive, owned by the SRQ) when it next runs.
  */
 #include "softnic_int.h"
 
@@ -138,12 +143,16 @@ static sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
         return NULL;
     }
     qp->sq_size = max_send_wr;
+    qp->rx_only = (max_send_wr == 0);
     qp->sq_mask = sn_roundup_pow2(qp->sq_size) - 1;
     qp->sq      = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
     if (qp->sq == NULL) {
         free(qp);
         return NULL;
     }
+    sn_list_init(&qp->ctx_link);
+    sn_list_init(&qp->srq_link);
+    sn_list_init(&qp->cq_link);
     qp->srq             = srq;
     qp->send_cq         = cq;
     qp->max_send_size   = ctx->attr.max_send_size;
@@ -411,11 +420,13 @@ static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
                                             SN_SLOT_CLAIMED)) {
             continue;
         }
-        seg->slot[i].in_qpn  = req->in_qpn;
-        seg->slot[i].out_qpn = req->out_qpn;
-        seg->slot[i].proc    = req->proc;
-        seg->slot[i].host_id = req->host_id;
-        seg->slot[i].dev_seq = req->dev_seq;
+        seg->slot[i].in_qpn     = req->in_qpn;
+        seg->slot[i].out_qpn    = req->out_qpn;
+        seg->slot[i].rx_in_qpn  = req->rx_in_qpn;
+        seg->slot[i].rx_out_qpn = req->rx_out_qpn;
+        seg->slot[i].proc       = req->proc;
+        seg->slot[i].host_id    = req->host_id;
+        seg->slot[i].dev_seq    = req->dev_seq;
         atomic_store_explicit(&seg->slot[i].state, SN_SLOT_READY,
                               memory_order_release);
         atomic_fetch_add_explicit(&seg->requests, 1, memory_order_release);
@@ -426,28 +437,60 @@ static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
     return ret;
 }
 
+/* Active side, one QP: it produces into a ring of ours named by a number no
+ * QP takes (the accepted QP's inbound ring) */
+static int sn_qp_out_to_new_ring(sn_context_t *ctx, sn_qp_t *qp,
+                                 const sn_proc_id_t *proc, uint16_t dev_seq,
+                                 uint32_t *ring_qpn)
+{
+    int ret;
+
+    *ring_qpn = sn_qp_num_new();
+    ret       = sn_ring_create(ctx, *ring_qpn, &qp->out_shm);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = sn_qp_set_out(ctx, qp, proc, dev_seq);
+    if (ret != 0) {
+        sn_shm_destroy(&qp->out_shm);
+    }
+    return ret;
+}
+
+static void sn_qp_out_undo(sn_context_t *ctx, sn_qp_t *qp)
+{
+    qp->out = NULL;
+    sn_peer_put(ctx, qp->peer);
+    qp->peer = NULL;
+    sn_shm_destroy(&qp->out_shm);
+}
+
 /*
- * Active side: we create the ring we produce into (the passive QP's
- * inbound, named by a QP number of ours that no QP takes) besides our own
- * inbound ring, and ask the remote SRQ to accept.  We may send at once:
- * the messages wait in the ring until it does.
+ * Active side: we create the rings our QPs produce into (the accepted QPs'
+ * inbound rings) besides their own inbound rings, and ask the remote SRQ
+ * to accept.  We may send at once: the messages wait in the ring until it
+ * does.
  */
-int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp,
+int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp,
                                  const union ibv_gid *gid, uint32_t srq_num)
 {
-    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_qp_t *qp, *rx_qp;
     sn_context_t *ctx;
     sn_accept_slot_t req;
     sn_dev_addr_t peer;
     sn_proc_id_t proc;
     int ret;
 
-    if (!sn_is_softnic(ibv_qp->context)) {
+    if (!sn_is_softnic(ibv_qp->context) || (ibv_rx_qp == NULL) ||
+        !sn_is_softnic(ibv_rx_qp->context)) {
         return EOPNOTSUPP;
     }
-    ctx = sn_qp_ctx(qp);
-    if ((qp->ibv.state != IBV_QPS_INIT) || qp->passive ||
-        !sn_gid_unpack(gid, &peer)) {
+    qp    = sn_qp(ibv_qp);
+    rx_qp = sn_qp(ibv_rx_qp);
+    ctx   = sn_qp_ctx(qp);
+    if ((qp->ibv.state != IBV_QPS_INIT) || qp->passive || qp->rx_only ||
+        (rx_qp->ibv.state != IBV_QPS_INIT) || rx_qp->passive ||
+        !rx_qp->rx_only || !sn_gid_unpack(gid, &peer)) {
         return EINVAL;
     }
     if (!sn_reachable(ctx, &peer)) {
@@ -460,73 +503,67 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp,
     proc.uid = ctx->proc.uid;
 
     memset(&req, 0, sizeof(req));
-    req.in_qpn  = sn_qp_num_new();
-    req.out_qpn = qp->ibv.qp_num;
-    req.proc    = ctx->proc;
-    req.host_id = ctx->host_id;
-    req.dev_seq = ctx->dev_seq;
-    ret = sn_ring_create(ctx, req.in_qpn, &qp->out_shm);
+    req.out_qpn    = qp->ibv.qp_num;
+    req.rx_out_qpn = rx_qp->ibv.qp_num;
+    req.proc       = ctx->proc;
+    req.host_id    = ctx->host_id;
+    req.dev_seq    = ctx->dev_seq;
+    ret = sn_qp_out_to_new_ring(ctx, qp, &proc, peer.dev_seq, &req.in_qpn);
     if (ret != 0) {
         return ret;
     }
-    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    ret = sn_qp_out_to_new_ring(ctx, rx_qp, &proc, peer.dev_seq,
+                                &req.rx_in_qpn);
     if (ret != 0) {
-        goto err_destroy;
+        goto err_undo_qp;
     }
     ret = sn_srq_request(&peer, srq_num, &req);
     if (ret != 0) {
-        qp->out = NULL;
-        sn_peer_put(ctx, qp->peer);
-        qp->peer = NULL;
-        goto err_destroy;
+        goto err_undo_rx_qp;
     }
-    qp->ibv.state = IBV_QPS_RTS;
+    qp->ibv.state    = IBV_QPS_RTS;
+    rx_qp->ibv.state = IBV_QPS_RTS;
     return 0;
 
-err_destroy:
-    sn_shm_destroy(&qp->out_shm);
+err_undo_rx_qp:
+    sn_qp_out_undo(ctx, rx_qp);
+err_undo_qp:
+    sn_qp_out_undo(ctx, qp);
     return ret;
 }
 
-/* Passive side: a QP for a request in our SRQ's accept queue */
-static int sn_qp_accept(sn_srq_t *srq, const sn_accept_slot_t *req)
+/* Passive side: one QP of an accepted pair, taking in from in_qpn and
+ * producing into out_qpn of the requester */
+static int sn_qp_accept_one(sn_srq_t *srq, const sn_dev_addr_t *peer,
+                            uint32_t max_send_wr, uint32_t in_qpn,
+                            uint32_t out_qpn, sn_qp_t **qp_p)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    sn_dev_addr_t peer;
     sn_proc_id_t proc;
     sn_qp_t *qp;
     int ret;
 
-    if ((req->host_id != ctx->host_id) || (req->proc.uid != ctx->proc.uid)) {
-        return EHOSTUNREACH;
-    }
-    peer.host_id = req->host_id;
-    peer.pid     = req->proc.pid;
-    peer.dev_seq = (uint16_t)req->dev_seq;
-
     /* its send completions go to the SRQ's CQ: nobody else polls for it */
-    qp = sn_qp_alloc(ctx, srq, srq->cq, SN_PASSIVE_SEND_WR);
+    qp = sn_qp_alloc(ctx, srq, srq->cq, max_send_wr);
     if (qp == NULL) {
         return ENOMEM;
     }
     qp->passive = true;
-    ret = sn_ring_attach(&peer, req->in_qpn, &qp->in_shm, &proc);
+    ret = sn_ring_attach(peer, in_qpn, &qp->in_shm, &proc);
     if (ret != 0) {
         goto err_free;
     }
     sn_qp_set_in(qp);
-    ret = sn_ring_attach(&peer, req->out_qpn, &qp->out_shm, &proc);
+    ret = sn_ring_attach(peer, out_qpn, &qp->out_shm, &proc);
     if (ret != 0) {
         goto err_detach_in;
     }
-    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    ret = sn_qp_set_out(ctx, qp, &proc, peer->dev_seq);
     if (ret != 0) {
         goto err_detach_out;
     }
     qp->ibv.state = IBV_QPS_RTS;
-    sn_qp_link(ctx, qp);
-    sn_debug("SRQ %u accepted QP 0x%x of process %u as QP 0x%x", srq->num,
-             req->out_qpn, req->proc.pid, qp->ibv.qp_num);
+    *qp_p         = qp;
     return 0;
 
 err_detach_out:
@@ -536,6 +573,41 @@ err_detach_in:
 err_free:
     sn_qp_free(qp);
     return ret;
+}
+
+/* Passive side: the pair of QPs for a request in our SRQ's accept queue */
+static int sn_qp_accept(sn_srq_t *srq, const sn_accept_slot_t *req)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    sn_qp_t *qp, *rx_qp;
+    sn_dev_addr_t peer;
+    int ret;
+
+    if ((req->host_id != ctx->host_id) || (req->proc.uid != ctx->proc.uid)) {
+        return EHOSTUNREACH;
+    }
+    peer.host_id = req->host_id;
+    peer.pid     = req->proc.pid;
+    peer.dev_seq = (uint16_t)req->dev_seq;
+
+    ret = sn_qp_accept_one(srq, &peer, 0, req->in_qpn, req->out_qpn, &rx_qp);
+    if (ret != 0) {
+        return ret;
+    }
+    ret = sn_qp_accept_one(srq, &peer, SN_PASSIVE_SEND_WR, req->rx_in_qpn,
+                           req->rx_out_qpn, &qp);
+    if (ret != 0) {
+        sn_qp_destroy(rx_qp);
+        return ret;
+    }
+    qp->partner    = rx_qp;
+    rx_qp->partner = qp;
+    sn_qp_link(ctx, rx_qp);
+    sn_qp_link(ctx, qp);
+    sn_debug("SRQ %u accepted QPs 0x%x/0x%x of process %u as QPs 0x%x/0x%x",
+             srq->num, req->out_qpn, req->rx_out_qpn, req->proc.pid,
+             rx_qp->ibv.qp_num, qp->ibv.qp_num);
+    return 0;
 }
 
 /* Accepts the connections peers asked for since the last poll */
@@ -567,21 +639,25 @@ void sn_srq_accept(sn_srq_t *srq)
     }
 }
 
-struct ibv_qp *softnic_dv_srq_qp(struct ibv_srq *ibv_srq, uint32_t qp_num)
+int softnic_dv_srq_conn(struct ibv_srq *ibv_srq, uint32_t qp_num,
+                        struct ibv_qp **qp_p, struct ibv_qp **rx_qp_p)
 {
     sn_srq_t *srq;
     sn_list_t *it;
     sn_qp_t *qp;
 
     if (!sn_is_softnic(ibv_srq->context)) {
-        return NULL;
+        return EOPNOTSUPP;
     }
     srq = sn_srq(ibv_srq);
     for (it = srq->qps.next; it != &srq->qps; it = it->next) {
         qp = sn_container_of(it, sn_qp_t, srq_link);
-        if (qp->ibv.qp_num == qp_num) {
-            return &qp->ibv;
+        if ((qp->ibv.qp_num != qp_num) || (qp->partner == NULL)) {
+            continue;
         }
+        *qp_p    = qp->rx_only ? &qp->partner->ibv : &qp->ibv;
+        *rx_qp_p = qp->rx_only ? &qp->ibv : &qp->partner->ibv;
+        return 0;
     }
-    return NULL;
+    return ENOENT;
 }

@@ -20,10 +20,11 @@
 /* How an arriving message is handled */
 typedef enum {
     SN_ARR_UNEXP,        /* tagged, no matchable entry: untagged buffer */
-    SN_ARR_NO_TAG,       /* IBV_TMH_NO_TAG: untagged buffer */
-    SN_ARR_OTHER,        /* FIN, or not a TM message: untagged buffer */
+    SN_ARR_NO_TAG,       /* IBV_TMH_NO_TAG or FIN: untagged buffer */
+    SN_ARR_OTHER,        /* not a TM message: untagged buffer */
     SN_ARR_EAGER,        /* matched eager */
-    SN_ARR_RNDV          /* matched rendezvous */
+    SN_ARR_RNDV,         /* matched rendezvous */
+    SN_ARR_BAD_RNDV      /* rendezvous on a QP with a send queue */
 } sn_arrival_kind_t;
 
 
@@ -67,8 +68,8 @@ void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp)
 
 
 /* Judges a message against the list as it stands (changes nothing) */
-static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_rec_t *rec,
-                                      sn_tag_t **tag_p)
+static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_qp_t *qp,
+                                      const sn_rec_t *rec, sn_tag_t **tag_p)
 {
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
 
@@ -78,6 +79,8 @@ static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_rec_t *rec,
     }
     switch (tmh->opcode) {
     case IBV_TMH_NO_TAG:
+    case IBV_TMH_FIN:
+        /* mlx5 reports a FIN as TM_NO_TAG (UCX's rc_mlx5 reads it so) */
         return SN_ARR_NO_TAG;
     case IBV_TMH_EAGER:
         break;
@@ -85,9 +88,15 @@ static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_rec_t *rec,
         if (rec->len < SN_TMH_LEN + SN_RVH_LEN) {
             return SN_ARR_OTHER;  /* malformed: software sees it whole */
         }
+        if (!qp->rx_only) {
+            /* rendezvous offload exists only on a QP without a send queue
+             * (the kernel's rule); the harsher reading of what a NIC does
+             * with one elsewhere: a request it cannot serve */
+            return SN_ARR_BAD_RNDV;
+        }
         break;
     default:
-        return SN_ARR_OTHER;      /* FIN and unknown opcodes */
+        return SN_ARR_OTHER;      /* unknown opcodes */
     }
     *tag_p = sn_srq_tag_match(srq, be64toh(tmh->tag));
     if (*tag_p == NULL) {
@@ -110,10 +119,12 @@ static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
         !sn_ring_peek(qp, rec_p)) {
         return false;
     }
-    *kind_p = sn_srq_judge(srq, *rec_p, tag_p);
+    *kind_p = sn_srq_judge(srq, qp, *rec_p, tag_p);
     if ((*kind_p == SN_ARR_EAGER) || (*kind_p == SN_ARR_RNDV)) {
         /* the second half may need a transfer slot */
         return !sn_srq_xfer_full(srq);
+    } else if (*kind_p == SN_ARR_BAD_RNDV) {
+        return true;
     }
     return srq->rbuf_head != srq->rbuf_tail;
 }
@@ -125,6 +136,31 @@ bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp)
     sn_tag_t *tag;
 
     return sn_srq_arrival_peek(srq, qp, &rec, &tag, &kind);
+}
+
+/*
+ * A receive that failed: the QP enters the error state (the sender's
+ * requests fail, as on RC), and the SRQ's CQ gets an error completion as
+ * mlx5 gives it: opcode 0 (IBV_WC_SEND), and the wr_id of the untagged
+ * buffer at the head of the SRQ, which it consumes, whatever the error was
+ * about (mlx5 frees the SRQ entry its CQE names): software must not read
+ * anything into the wr_id, and must count one untagged buffer gone.
+ */
+void sn_srq_rx_error(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status)
+{
+    sn_cqe_t *wc = sn_cq_push(srq->cq);
+
+    wc->wr_id      = 0;
+    if (srq->rbuf_head != srq->rbuf_tail) {
+        wc->wr_id = srq->rbufs[srq->rbuf_head++ & srq->rbuf_mask].wr_id;
+    }
+    wc->status     = status;
+    wc->opcode     = IBV_WC_SEND;
+    wc->qp_num     = qp->ibv.qp_num;
+    wc->vendor_err = 0x10 + status;
+    sn_debug("QP 0x%x: receive failed: %s", qp->ibv.qp_num,
+             ibv_wc_status_str(status));
+    sn_qp_set_error(qp);
 }
 
 static inline void sn_wc_imm_fill(sn_cqe_t *wc, const sn_rec_t *rec)
@@ -289,6 +325,9 @@ int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
         return EAGAIN;
     }
     switch (kind) {
+    case SN_ARR_BAD_RNDV:
+        sn_srq_rx_error(srq, qp, IBV_WC_REM_INV_REQ_ERR);
+        return 0;               /* the message stays: the QP is in error */
     case SN_ARR_EAGER:
         sn_srq_deliver_eager(srq, qp, rec, tag);
         break;

@@ -22,7 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             4u            /* 4: rings named by QP number */
+#define SN_VERSION             5u            /* 5: connections to an SRQ
+                                                are pairs of QPs */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -70,15 +71,22 @@ typedef struct sn_dev_seg {
 /*
  * A TM-SRQ's accept queue (softnic_dv_connect_qp_to_srq): a peer asking
  * for a connection to the SRQ claims a slot, fills it and marks it ready;
- * the SRQ's NIC accepts it when it next runs.  The requester creates both
- * rings of the connection.
+ * the SRQ's NIC accepts it when it next runs, with a pair of QPs: a
+ * receive-only one for the requester's sending QP, a sending one for its
+ * receive-only QP.  The requester creates the four rings of the connection
+ * (the two the accepted QPs take in are named by numbers of the requester
+ * that no QP of its takes).
  */
 #define SN_ACCEPT_SLOTS   64
 
 typedef struct sn_accept_slot {
     _Atomic uint32_t state;     /* SN_SLOT_* */
-    uint32_t         in_qpn;    /* the ring the requester produces into */
-    uint32_t         out_qpn;   /* the requester's inbound ring, its QP */
+    uint32_t         in_qpn;    /* the ring the requester's sending QP
+                                   produces into */
+    uint32_t         out_qpn;   /* that QP: its inbound ring */
+    uint32_t         rx_in_qpn; /* the ring its receive-only QP produces
+                                   into */
+    uint32_t         rx_out_qpn;/* that QP: its inbound ring */
     uint32_t         reserved;
     sn_proc_id_t     proc;      /* the requester's device */
     uint32_t         host_id;

@@ -172,7 +172,8 @@ int tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
 }
 
 void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
-                             uint32_t qpn, uint32_t psn,
+                             const tm_verbs_qp_addr_t *tx,
+                             const tm_verbs_qp_addr_t *rx,
                              const union ibv_gid *gid)
 {
     tm_verbs_conn_addr_t packed;
@@ -180,8 +181,10 @@ void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
     packed.magic = TM_VERBS_CONN_ADDR_MAGIC;
     packed.mtu   = (uint8_t)mtu;
     tm_verbs_put16(packed.lid, lid);
-    tm_verbs_put32(packed.qpn, qpn & 0xffffff);
-    tm_verbs_put32(packed.psn, psn & 0xffffff);
+    tm_verbs_put32(packed.qpn, tx->qpn & 0xffffff);
+    tm_verbs_put32(packed.psn, tx->psn & 0xffffff);
+    tm_verbs_put32(packed.rx_qpn, rx->qpn & 0xffffff);
+    tm_verbs_put32(packed.rx_psn, rx->psn & 0xffffff);
     memcpy(packed.gid, gid->raw, sizeof(packed.gid));
     memcpy(addr, &packed, sizeof(packed));
 }
@@ -199,8 +202,10 @@ int tm_verbs_conn_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
     memset(peer, 0, sizeof(*peer));
     peer->mtu = (enum ibv_mtu)packed.mtu;
     peer->lid = tm_verbs_get16(packed.lid);
-    peer->qpn = tm_verbs_get32(packed.qpn);
-    peer->psn = tm_verbs_get32(packed.psn);
+    peer->tx.qpn = tm_verbs_get32(packed.qpn);
+    peer->tx.psn = tm_verbs_get32(packed.psn);
+    peer->rx.qpn = tm_verbs_get32(packed.rx_qpn);
+    peer->rx.psn = tm_verbs_get32(packed.rx_psn);
     memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
     return 0;
 }

@@ -1,10 +1,14 @@
 /*
  * Verbs backend: RC connections attached to the tag-matching SRQ.
  *
- * A connection is an RC QP whose receives go to the TM-SRQ (and so complete
- * on the SRQ's CQ) and whose sends complete on the caller's send CQ.  The
- * QP is taken to INIT when created, so that its address can be handed out;
- * connect() takes it to RTR and RTS from the peer's address.
+ * A connection is two RC QPs whose receives go to the TM-SRQ (and so
+ * complete on the SRQ's CQ), as UCX's rc_mlx5 makes them: one sends (its
+ * sends complete on the caller's send CQ); the other has no send queue, and
+ * the peer's sending QP connects to it, because the kernel enables the
+ * NIC's rendezvous (the NIC's read and FIN go out on that QP) only on a QP
+ * attached to a TM-SRQ without a send queue.  The QPs are taken to INIT
+ * when created, so that their address can be handed out; connect() takes
+ * them to RTR and RTS from the peer's address.
  *
  * The NIC reads rendezvous data on the receiver's QP, so both directions of
  * RDMA read are enabled: max_rd_atomic (as initiator) and
@@ -21,11 +25,6 @@
 static tm_verbs_dev_t *tm_verbs_conn_dev(tm_verbs_conn_t *conn)
 {
     return tm_verbs_dev(conn->super.dev);
-}
-
-static struct ibv_qp *tm_verbs_conn_qp(tm_verbs_conn_t *conn)
-{
-    return conn->super.qp;
 }
 
 /* Any starting PSN works; derive one from the QP number so that it differs
@@ -50,13 +49,14 @@ static int tm_verbs_qp_init(tm_verbs_dev_t *dev, struct ibv_qp *qp)
                                           IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
 }
 
-int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
-                       tm_dev_cq_t *send_cq, tm_dev_conn_t **conn_p)
+/* One RC QP of a connection, in INIT.  max_send_wr 0 makes the receive-only
+ * QP, whose sends are the NIC's own (rendezvous reads, FINs): they complete
+ * nowhere, but a failure of one does, on the SRQ's CQ */
+static int tm_verbs_conn_qp_create(tm_verbs_dev_t *dev, tm_verbs_srq_t *srq,
+                                   tm_dev_cq_t *send_cq, uint32_t max_send_wr,
+                                   struct ibv_qp **qp_p)
 {
-    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
-    tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
     struct ibv_qp_init_attr attr;
-    tm_verbs_conn_t *conn;
     struct ibv_qp *qp;
     int ret;
 
@@ -64,42 +64,63 @@ int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
     attr.send_cq             = ibv_cq_ex_to_cq(send_cq->cq);
     attr.recv_cq             = ibv_cq_ex_to_cq(srq->cq->cq);
     attr.srq                 = srq->super.srq;
-    attr.cap.max_send_wr     = dev->lim.max_send_wr;
-    attr.cap.max_send_sge    = dev->lim.max_send_sge;
-    attr.cap.max_inline_data = dev->lim.max_inline;
+    attr.cap.max_send_wr     = max_send_wr;
+    attr.cap.max_send_sge    = max_send_wr ? dev->lim.max_send_sge : 0;
+    attr.cap.max_inline_data = max_send_wr ? dev->lim.max_inline : 0;
     attr.qp_type             = IBV_QPT_RC;
     attr.sq_sig_all          = 0;   /* callers ask with IBV_SEND_SIGNALED */
-
-    conn = calloc(1, sizeof(*conn));
-    if (conn == NULL) {
-        return ENOMEM;
-    }
 
     errno = 0;
     qp    = dev->lib->create_qp(dev->pd, &attr);
     if (qp == NULL) {
         ret = (errno != 0) ? errno : ENOMEM;
         tm_dev_debug("verbs: %s: ibv_create_qp(RC, %u send WRs, inline %u) "
-                     "failed: %s", tdev->name, dev->lim.max_send_wr,
-                     dev->lim.max_inline, strerror(ret));
-        goto err_free;
+                     "failed: %s", dev->super.name, max_send_wr,
+                     attr.cap.max_inline_data, strerror(ret));
+        return ret;
     }
 
     ret = tm_verbs_qp_init(dev, qp);
     if (ret != 0) {
-        tm_dev_debug("verbs: %s: QP 0x%x to INIT failed: %s", tdev->name,
+        tm_dev_debug("verbs: %s: QP 0x%x to INIT failed: %s", dev->super.name,
                      qp->qp_num, strerror(ret));
-        goto err_destroy;
+        dev->lib->destroy_qp(qp);
+        return ret;
+    }
+
+    *qp_p = qp;
+    return 0;
+}
+
+int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
+                       tm_dev_cq_t *send_cq, tm_dev_conn_t **conn_p)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
+    tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
+    tm_verbs_conn_t *conn;
+    int ret;
+
+    conn = calloc(1, sizeof(*conn));
+    if (conn == NULL) {
+        return ENOMEM;
+    }
+
+    ret = tm_verbs_conn_qp_create(dev, srq, send_cq, dev->lim.max_send_wr,
+                                  &conn->super.qp);
+    if (ret != 0) {
+        goto err_free;
+    }
+    ret = tm_verbs_conn_qp_create(dev, srq, srq->cq, 0, &conn->super.rx_qp);
+    if (ret != 0) {
+        goto err_destroy_qp;
     }
 
     conn->super.dev = tdev;
-    conn->super.qp  = qp;
-    conn->psn       = tm_verbs_psn(qp->qp_num);
     *conn_p         = &conn->super;
     return 0;
 
-err_destroy:
-    dev->lib->destroy_qp(qp);
+err_destroy_qp:
+    dev->lib->destroy_qp(conn->super.qp);
 err_free:
     free(conn);
     return ret;
@@ -189,28 +210,45 @@ out_cq:
 void tm_dev_destroy_conn(tm_dev_conn_t *tconn)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
+    const tm_verbs_lib_t *lib;
+    struct ibv_qp **qp;
     int ret;
 
     if (conn->borrowed) {
         return;                 /* its SRQ's: goes with the SRQ */
     }
-    ret = tm_verbs_conn_dev(conn)->lib->destroy_qp(tconn->qp);
-    if (ret != 0) {
-        tm_dev_warn("verbs: %s: ibv_destroy_qp(0x%x) failed: %s",
-                    tconn->dev->name, tconn->qp->qp_num, strerror(ret));
-        return;
+    lib = tm_verbs_conn_dev(conn)->lib;
+    for (qp = &tconn->qp; qp <= &tconn->rx_qp; ++qp) {
+        if (*qp == NULL) {
+            continue;
+        }
+        ret = lib->destroy_qp(*qp);
+        if (ret != 0) {
+            tm_dev_warn("verbs: %s: ibv_destroy_qp(0x%x) failed: %s",
+                        tconn->dev->name, (*qp)->qp_num, strerror(ret));
+            return;
+        }
+        *qp = NULL;
     }
     free(conn);
+}
+
+static void tm_verbs_qp_addr(struct ibv_qp *qp, tm_verbs_qp_addr_t *addr)
+{
+    addr->qpn = qp->qp_num;
+    addr->psn = tm_verbs_psn(qp->qp_num);
 }
 
 void tm_dev_conn_addr(tm_dev_conn_t *tconn, void *addr)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
     tm_verbs_dev_t *dev   = tm_verbs_conn_dev(conn);
+    tm_verbs_qp_addr_t tx, rx;
 
+    tm_verbs_qp_addr(tconn->qp, &tx);
+    tm_verbs_qp_addr(tconn->rx_qp, &rx);
     tm_verbs_conn_addr_pack(addr, dev->port_attr.active_mtu,
-                            dev->port_attr.lid, tconn->qp->qp_num, conn->psn,
-                            &dev->gid);
+                            dev->port_attr.lid, &tx, &rx, &dev->gid);
 }
 
 /* Route to the peer: the LID within an InfiniBand subnet; the GID (GRH)
@@ -236,9 +274,11 @@ static void tm_verbs_ah_attr(const tm_verbs_dev_t *dev,
     }
 }
 
-static int tm_verbs_qp_rtr(tm_verbs_conn_t *conn, const tm_verbs_peer_t *peer)
+/* INIT -> RTR: remote is the peer QP it talks to */
+static int tm_verbs_qp_rtr(tm_verbs_dev_t *dev, struct ibv_qp *qp,
+                           const tm_verbs_peer_t *peer,
+                           const tm_verbs_qp_addr_t *remote)
 {
-    tm_verbs_dev_t *dev = tm_verbs_conn_dev(conn);
     struct ibv_qp_attr attr;
 
     memset(&attr, 0, sizeof(attr));
@@ -246,39 +286,63 @@ static int tm_verbs_qp_rtr(tm_verbs_conn_t *conn, const tm_verbs_peer_t *peer)
     /* Both ports must carry the path MTU */
     attr.path_mtu           = (peer->mtu < dev->port_attr.active_mtu) ?
                               peer->mtu : dev->port_attr.active_mtu;
-    attr.dest_qp_num        = peer->qpn;
-    attr.rq_psn             = peer->psn;
+    attr.dest_qp_num        = remote->qpn;
+    attr.rq_psn             = remote->psn;
     attr.max_dest_rd_atomic = dev->lim.max_dest_rd_atomic;
     attr.min_rnr_timer      = TM_VERBS_MIN_RNR_TIMER;
     tm_verbs_ah_attr(dev, peer, &attr.ah_attr);
 
-    return dev->lib->modify_qp(tm_verbs_conn_qp(conn), &attr,
+    return dev->lib->modify_qp(qp, &attr,
                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                IBV_QP_MAX_DEST_RD_ATOMIC |
                                IBV_QP_MIN_RNR_TIMER);
 }
 
-static int tm_verbs_qp_rts(tm_verbs_conn_t *conn)
+/* RTR -> RTS.  The receive-only QP goes too: the NIC sends on it */
+static int tm_verbs_qp_rts(tm_verbs_dev_t *dev, struct ibv_qp *qp)
 {
-    tm_verbs_dev_t *dev = tm_verbs_conn_dev(conn);
     struct ibv_qp_attr attr;
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state      = IBV_QPS_RTS;
-    attr.sq_psn        = conn->psn;
+    attr.sq_psn        = tm_verbs_psn(qp->qp_num);
     attr.timeout       = TM_VERBS_TIMEOUT;
     attr.retry_cnt     = TM_VERBS_RETRY_CNT;
     /* A full SRQ makes the sender wait (RNR) rather than fail */
     attr.rnr_retry     = TM_VERBS_RNR_RETRY;
     attr.max_rd_atomic = dev->lim.max_rd_atomic;
 
-    return dev->lib->modify_qp(tm_verbs_conn_qp(conn), &attr,
+    return dev->lib->modify_qp(qp, &attr,
                                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
                                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+static int tm_verbs_qp_connect(tm_verbs_dev_t *dev, struct ibv_qp *qp,
+                               const tm_verbs_peer_t *peer,
+                               const tm_verbs_qp_addr_t *remote)
+{
+    int ret;
+
+    ret = tm_verbs_qp_rtr(dev, qp, peer, remote);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: QP 0x%x to RTR (peer QP 0x%x, LID %u) "
+                     "failed: %s", dev->super.name, qp->qp_num, remote->qpn,
+                     peer->lid, strerror(ret));
+        return ret;
+    }
+
+    ret = tm_verbs_qp_rts(dev, qp);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: QP 0x%x to RTS failed: %s", dev->super.name,
+                     qp->qp_num, strerror(ret));
+    }
+    return ret;
+}
+
+/* Our receive-only QP takes what the peer's sending QP sends, and the other
+ * way round */
 int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
                    const void *conn_addr)
 {
@@ -300,23 +364,18 @@ int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
         return EHOSTUNREACH;
     }
 
-    ret = tm_verbs_qp_rtr(conn, &peer);
+    peer.link_layer = peer_dev.link_layer;
+    ret = tm_verbs_qp_connect(dev, tconn->rx_qp, &peer, &peer.tx);
+    if (ret == 0) {
+        ret = tm_verbs_qp_connect(dev, tconn->qp, &peer, &peer.rx);
+    }
     if (ret != 0) {
-        tm_dev_debug("verbs: %s: QP 0x%x to RTR (peer QP 0x%x, LID %u) "
-                     "failed: %s", tconn->dev->name, tconn->qp->qp_num,
-                     peer.qpn, peer.lid, strerror(ret));
         return ret;
     }
 
-    ret = tm_verbs_qp_rts(conn);
-    if (ret != 0) {
-        tm_dev_debug("verbs: %s: QP 0x%x to RTS failed: %s", tconn->dev->name,
-                     tconn->qp->qp_num, strerror(ret));
-        return ret;
-    }
-
-    tm_dev_debug("verbs: %s: QP 0x%x connected to QP 0x%x", tconn->dev->name,
-                 tconn->qp->qp_num, peer.qpn);
+    tm_dev_debug("verbs: %s: QPs 0x%x/0x%x connected to QPs 0x%x/0x%x",
+                 tconn->dev->name, tconn->qp->qp_num, tconn->rx_qp->qp_num,
+                 peer.tx.qpn, peer.rx.qpn);
     return 0;
 }
 
@@ -359,7 +418,8 @@ int tm_dev_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
     }
     num = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
           ((uint32_t)p[2] << 8) | p[3];
-    ret = softnic_dv_connect_qp_to_srq(tconn->qp, &peer.gid, num);
+    ret = softnic_dv_connect_qp_to_srq(tconn->qp, tconn->rx_qp, &peer.gid,
+                                       num);
     if (ret != 0) {
         tm_dev_debug("verbs: %s: QP 0x%x to SRQ %u failed: %s",
                      tconn->dev->name, tconn->qp->qp_num, num, strerror(ret));
@@ -367,33 +427,35 @@ int tm_dev_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
     return ret;
 }
 
-/* The connection an SRQ accepted, wrapped once and kept with the SRQ */
+/* The connection an SRQ accepted (either of its QPs), wrapped once and kept
+ * with the SRQ */
 tm_dev_conn_t *tm_dev_srq_conn(tm_dev_srq_t *tsrq, uint32_t qp_num)
 {
     tm_verbs_srq_t *srq = (tm_verbs_srq_t*)tsrq;
+    struct ibv_qp *qp, *rx_qp;
     tm_verbs_conn_t *conn;
-    struct ibv_qp *qp;
 
     if (!(tm_verbs_dev(tsrq->dev)->flags & TM_DEV_CAP_CONNECT_TO_SRQ)) {
         return NULL;
     }
     for (conn = srq->borrowed; conn != NULL; conn = conn->next) {
-        if (conn->super.qp->qp_num == qp_num) {
+        if ((conn->super.qp->qp_num == qp_num) ||
+            (conn->super.rx_qp->qp_num == qp_num)) {
             return &conn->super;
         }
     }
-    qp = softnic_dv_srq_qp(tsrq->srq, qp_num);
-    if (qp == NULL) {
+    if (softnic_dv_srq_conn(tsrq->srq, qp_num, &qp, &rx_qp) != 0) {
         return NULL;
     }
     conn = calloc(1, sizeof(*conn));
     if (conn == NULL) {
         return NULL;
     }
-    conn->super.dev = tsrq->dev;
-    conn->super.qp  = qp;
-    conn->borrowed  = 1;
-    conn->next      = srq->borrowed;
-    srq->borrowed   = conn;
+    conn->super.dev   = tsrq->dev;
+    conn->super.qp    = qp;
+    conn->super.rx_qp = rx_qp;
+    conn->borrowed    = 1;
+    conn->next        = srq->borrowed;
+    srq->borrowed     = conn;
     return &conn->super;
 }

@@ -88,23 +88,32 @@ typedef struct tm_verbs_dev_addr {
     uint8_t             gid[16];
 } tm_verbs_dev_addr_t;
 
-/* Connection address: everything the peer needs to reach our QP */
+/* Connection address: everything the peer needs to reach our two QPs (the
+ * one we send on, and the receive-only one its sends go to) */
 typedef struct tm_verbs_conn_addr {
     uint8_t             magic;
     uint8_t             mtu;                /* enum ibv_mtu of our port */
     uint8_t             lid[2];             /* big endian */
     uint8_t             qpn[4];             /* big endian, 24 bits used */
-    uint8_t             psn[4];             /* big endian, 24 bits used */
+    uint8_t             psn[4];             /* its first send PSN */
+    uint8_t             rx_qpn[4];
+    uint8_t             rx_psn[4];          /* the NIC's reads and FINs */
     uint8_t             gid[16];
 } tm_verbs_conn_addr_t;
+
+/* A QP's number and first send PSN */
+typedef struct tm_verbs_qp_addr {
+    uint32_t            qpn;
+    uint32_t            psn;
+} tm_verbs_qp_addr_t;
 
 /* Unpacked (host order) form of both */
 typedef struct tm_verbs_peer {
     uint8_t             link_layer;
     enum ibv_mtu        mtu;
     uint16_t            lid;
-    uint32_t            qpn;
-    uint32_t            psn;
+    tm_verbs_qp_addr_t  tx;                 /* the QP it sends on */
+    tm_verbs_qp_addr_t  rx;                 /* its receive-only QP */
     union ibv_gid       gid;
 } tm_verbs_peer_t;
 
@@ -127,9 +136,8 @@ typedef struct tm_verbs_dev {
 typedef struct tm_verbs_conn tm_verbs_conn_t;
 
 struct tm_verbs_conn {
-    tm_dev_conn_t               super;      /* super.qp: the QP */
-    uint32_t                    psn;
-    int                         borrowed;   /* the SRQ's QP (an accepted
+    tm_dev_conn_t               super;      /* super.qp, super.rx_qp */
+    int                         borrowed;   /* the SRQ's QPs (an accepted
                                                connection): not destroyed */
     tm_verbs_conn_t             *next;      /* the SRQ's borrowed ones */
 };
@@ -182,7 +190,8 @@ void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
 int  tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer);
 
 void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
-                             uint32_t qpn, uint32_t psn,
+                             const tm_verbs_qp_addr_t *tx,
+                             const tm_verbs_qp_addr_t *rx,
                              const union ibv_gid *gid);
 int  tm_verbs_conn_addr_unpack(const void *addr, tm_verbs_peer_t *peer);
 

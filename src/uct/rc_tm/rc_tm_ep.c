@@ -279,15 +279,42 @@ ucs_status_t uct_rc_tm_ep_connect_to_ep(uct_ep_h tl_ep,
     return UCS_OK;
 }
 
+/* Both QPs of the connection lead to the endpoint: the peer's messages
+ * come on the receive-only one, FINs of the peer's NIC on the other */
+static ucs_status_t uct_rc_tm_ep_add_qp(uct_rc_tm_ep_t *ep, uint32_t qp_num)
+{
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+    khiter_t it;
+    int ret;
+
+    it = kh_put(uct_rc_tm_qpn, &iface->eps, qp_num, &ret);
+    if (ret <= 0) {
+        ucs_error("rc_tm: qp number 0x%x is already in use", qp_num);
+        return UCS_ERR_ALREADY_EXISTS;
+    }
+    kh_value(&iface->eps, it) = ep;
+    return UCS_OK;
+}
+
+static void uct_rc_tm_ep_del_qp(uct_rc_tm_iface_t *iface, uct_rc_tm_ep_t *ep,
+                                uint32_t qp_num)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, qp_num);
+
+    if ((it != kh_end(&iface->eps)) && (kh_value(&iface->eps, it) == ep)) {
+        kh_del(uct_rc_tm_qpn, &iface->eps, it);
+    }
+}
+
 static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
                                        uct_rc_tm_iface_t *iface,
                                        tm_dev_conn_t *conn)
 {
-    khiter_t it;
-    int ret;
+    ucs_status_t status;
 
     ep->conn      = conn;
     ep->qp_num    = tm_dev_conn_qp_num(conn);
+    ep->rx_qp_num = tm_dev_conn_rx_qp_num(conn);
     ep->connected  = 0;
     ep->passive    = 0;
     ep->fence      = 0;
@@ -301,13 +328,15 @@ static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
     ucs_queue_head_init(&ep->ctl_queue);
     ucs_arbiter_group_init(&ep->arb_group);
 
-    it = kh_put(uct_rc_tm_qpn, &iface->eps, ep->qp_num, &ret);
-    if (ret <= 0) {
-        ucs_error("rc_tm: qp number 0x%x is already in use", ep->qp_num);
-        return UCS_ERR_ALREADY_EXISTS;
+    status = uct_rc_tm_ep_add_qp(ep, ep->qp_num);
+    if (status != UCS_OK) {
+        return status;
     }
-    kh_value(&iface->eps, it) = ep;
-    return UCS_OK;
+    status = uct_rc_tm_ep_add_qp(ep, ep->rx_qp_num);
+    if (status != UCS_OK) {
+        uct_rc_tm_ep_del_qp(iface, ep, ep->qp_num);
+    }
+    return status;
 }
 
 /*
@@ -323,12 +352,9 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
                                   int notify)
 {
     uct_rc_tm_tx_op_t *op;
-    khiter_t it;
 
-    it = kh_get(uct_rc_tm_qpn, &iface->eps, ep->qp_num);
-    if (it != kh_end(&iface->eps)) {
-        kh_del(uct_rc_tm_qpn, &iface->eps, it);
-    }
+    uct_rc_tm_ep_del_qp(iface, ep, ep->qp_num);
+    uct_rc_tm_ep_del_qp(iface, ep, ep->rx_qp_num);
 
     uct_rc_tm_ep_pending_purge(&ep->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&ep->arb_group);

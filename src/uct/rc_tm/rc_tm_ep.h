@@ -9,7 +9,8 @@
 struct uct_rc_tm_ep {
     uct_base_ep_t             super;
     tm_dev_conn_t             *conn;
-    uint32_t                  qp_num;
+    uint32_t                  qp_num;      /* the QP it sends on */
+    uint32_t                  rx_qp_num;   /* the QP the peer sends to */
     int                       connected;
     int                       passive;     /* stands for a peer's connection
                                               to our SRQ: no UCT endpoint */

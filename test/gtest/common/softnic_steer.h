@@ -50,9 +50,13 @@ inline int softnic_test_step_op(tm_dev_srq_t *srq)
     return softnic_test_step_op(tm_dev_ibv_srq(srq));
 }
 
+/* A connection's messages arrive on its receive-only QP, FINs of the
+ * peer's NIC on the QP it sends on: the oldest of either */
 inline int softnic_test_step_arrival(tm_dev_conn_t *conn)
 {
-    return softnic_test_step_arrival(tm_dev_ibv_qp(conn));
+    int ret = softnic_test_step_arrival(tm_dev_ibv_rx_qp(conn));
+
+    return (ret == 0) ? 0 : softnic_test_step_arrival(tm_dev_ibv_qp(conn));
 }
 
 inline int softnic_test_step_data(tm_dev_srq_t *srq)
@@ -72,7 +76,8 @@ inline unsigned softnic_test_pending_ops(tm_dev_srq_t *srq)
 
 inline unsigned softnic_test_pending_arrivals(tm_dev_conn_t *conn)
 {
-    return softnic_test_pending_arrivals(tm_dev_ibv_qp(conn));
+    return softnic_test_pending_arrivals(tm_dev_ibv_rx_qp(conn)) +
+           softnic_test_pending_arrivals(tm_dev_ibv_qp(conn));
 }
 
 inline unsigned softnic_test_pending_data(tm_dev_srq_t *srq)

@@ -7,7 +7,8 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/soft_fixture.h \
 	test/gtest/dev/test_soft.cc \
 	test/gtest/dev/test_soft_wire.cc \
-	test/gtest/dev/test_soft_proc.cc
+	test/gtest/dev/test_soft_proc.cc \
+	test/gtest/dev/test_soft_mlx5.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
 	src/matcher/libtm_matcher.la \

@@ -120,7 +120,7 @@ TEST(soft_proc, two_processes_tagged_eager_rndv_and_rdma)
         bool fin = false;
         while (!fin && now_sec() < deadline) {
             tm_dev_wc_t wc;
-            if (n.next(&wc, 1.0) && wc.opcode == IBV_WC_RECV &&
+            if (n.next(&wc, 1.0) && wc.opcode == IBV_WC_TM_NO_TAG &&
                 ((struct ibv_tmh *)rb[wc.wr_id])->opcode == IBV_TMH_FIN) {
                 fin = true;
             }
@@ -313,11 +313,11 @@ TEST(soft_proc, leftover_shm_of_killed_process_is_reclaimed)
     char prefix[128];
     ASSERT_TRUE(read_all(pp.c2p[0], prefix, sizeof(prefix)));
     EXPECT_NE(std::string::npos, std::string(prefix).find(std::to_string(pid)));
-    EXPECT_EQ(3u, shm_names(prefix).size());
+    EXPECT_EQ(4u, shm_names(prefix).size());    /* device, SRQ, 2 rings */
     kill(pid, SIGKILL);
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
-    EXPECT_EQ(3u, shm_names(prefix).size());     /* the killed process left them */
+    EXPECT_EQ(4u, shm_names(prefix).size());     /* the killed process left them */
 
     node n;
     tm_dev_attr_t attr;

@@ -415,7 +415,7 @@ TEST(soft_srq_conn, connect_to_srq_without_remote_software)
     EXPECT_EQ(m, std::string(bbufs[0], wc.byte_len));
     tm_dev_conn_t *passive = tm_dev_srq_conn(b.srq, wc.qp_num);
     ASSERT_NE(nullptr, passive);
-    EXPECT_EQ(wc.qp_num, tm_dev_conn_qp_num(passive));
+    EXPECT_EQ(wc.qp_num, tm_dev_conn_rx_qp_num(passive));
     EXPECT_EQ(nullptr, tm_dev_srq_conn(b.srq, 0xffffff));
 
     /* b answers through the passive half; its completion is on b's CQ */
@@ -425,7 +425,7 @@ TEST(soft_srq_conn, connect_to_srq_without_remote_software)
     while ((!got_reply || !got_send) && a.next(&wc)) {
         if (wc.opcode == IBV_WC_TM_NO_TAG) {
             EXPECT_EQ(reply, std::string(abufs[0], wc.byte_len));
-            EXPECT_EQ(tm_dev_conn_qp_num(ca), wc.qp_num);
+            EXPECT_EQ(tm_dev_conn_rx_qp_num(ca), wc.qp_num);
             got_reply = true;
         } else {
             EXPECT_EQ(IBV_WC_SEND, wc.opcode);
@@ -452,8 +452,9 @@ TEST(soft_srq_conn, connect_to_srq_without_remote_software)
     EXPECT_EQ(std::string(len, 'S'), std::string(dst, len));
     bool got_fin = false, got_rndv_send = false;
     while ((!got_fin || !got_rndv_send) && a.next(&wc)) {
-        if (wc.opcode == IBV_WC_RECV) {
+        if (wc.opcode == IBV_WC_TM_NO_TAG) {
             EXPECT_EQ(IBV_TMH_FIN, ((struct ibv_tmh *)abufs[1])->opcode);
+            EXPECT_EQ(tm_dev_conn_qp_num(ca), wc.qp_num);
             got_fin = true;
         } else {
             EXPECT_EQ(2u, wc.wr_id);
@@ -545,7 +546,7 @@ TEST_F(soft_pair, events_list_what_is_possible)
     r.post_rbufs(1, 256, 0);
     ASSERT_EQ(2u, softnic_test_events(r.srq, ev, 8));
     EXPECT_EQ(SOFTNIC_EV_ARRIVAL, ev[1].kind);
-    EXPECT_EQ(tm_dev_ibv_qp(cr), ev[1].qp);
+    EXPECT_EQ(tm_dev_ibv_rx_qp(cr), ev[1].qp);
     EXPECT_EQ(0, softnic_test_step(r.srq, &ev[1]));
     EXPECT_EQ(1u, softnic_test_events(r.srq, ev, 8));
     EXPECT_EQ(EAGAIN, softnic_test_step_arrival(cr));
@@ -608,7 +609,7 @@ std::vector<std::string> run_random_order(uint64_t seed)
     for (auto &wc : r.wcs) {
         int conn = -1;
         for (int i = 0; i < 3; ++i) {
-            if (wc.qp_num == tm_dev_conn_qp_num(cr[i])) {
+            if (wc.qp_num == tm_dev_conn_rx_qp_num(cr[i])) {
                 conn = i;
             }
         }

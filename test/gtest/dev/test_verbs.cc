@@ -372,6 +372,8 @@ TEST(verbs_addr, device_address_round_trip)
     /* Big endian on the wire, whatever the host */
     EXPECT_EQ(0x12, buf[offsetof(tm_verbs_dev_addr_t, lid)]);
     EXPECT_EQ(0x34, buf[offsetof(tm_verbs_dev_addr_t, lid) + 1]);
+    /* tagged so that foreign addresses are refused (docs/verbs-device.md) */
+    EXPECT_EQ(0x56, buf[0]);
 }
 
 TEST(verbs_addr, connection_address_round_trip)
@@ -380,14 +382,19 @@ TEST(verbs_addr, connection_address_round_trip)
     uint8_t buf[TM_DEV_ADDR_MAX];
     tm_verbs_peer_t peer;
 
-    tm_verbs_conn_addr_pack(buf, IBV_MTU_2048, 0xbeef, 0xabcdef, 0x12345678,
-                            &gid);
+    tm_verbs_qp_addr_t tx = {0xabcdef, 0x12345678}, rx = {0x123456, 0x77};
+
+    tm_verbs_conn_addr_pack(buf, IBV_MTU_2048, 0xbeef, &tx, &rx, &gid);
     ASSERT_EQ(0, tm_verbs_conn_addr_unpack(buf, &peer));
     EXPECT_EQ(IBV_MTU_2048, peer.mtu);
     EXPECT_EQ(0xbeef, peer.lid);
-    EXPECT_EQ(0xabcdefu, peer.qpn);
-    EXPECT_EQ(0x345678u, peer.psn) << "PSNs are 24 bits";
+    EXPECT_EQ(0xabcdefu, peer.tx.qpn);
+    EXPECT_EQ(0x345678u, peer.tx.psn) << "PSNs are 24 bits";
+    EXPECT_EQ(0x123456u, peer.rx.qpn) << "both QPs of the connection";
+    EXPECT_EQ(0x77u, peer.rx.psn);
     EXPECT_EQ(0, memcmp(gid.raw, peer.gid.raw, 16));
+    /* tagged so that foreign addresses are refused (docs/verbs-device.md) */
+    EXPECT_EQ(0xc7, buf[0]);
 }
 
 TEST(verbs_addr, foreign_addresses_are_refused)
@@ -403,7 +410,8 @@ TEST(verbs_addr, foreign_addresses_are_refused)
     /* A device address is not a connection address and vice versa */
     tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 1, &gid);
     EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
-    tm_verbs_conn_addr_pack(buf, IBV_MTU_4096, 1, 2, 3, &gid);
+    tm_verbs_qp_addr_t qp = {2, 3};
+    tm_verbs_conn_addr_pack(buf, IBV_MTU_4096, 1, &qp, &qp, &gid);
     EXPECT_EQ(EINVAL, tm_verbs_dev_addr_unpack(buf, &peer));
 
     /* A connection address with an invalid MTU */
@@ -645,7 +653,7 @@ TEST_F(verbs_hw, tagged_eager_send_over_loopback)
     EXPECT_TRUE(wc.wc_flags & IBV_WC_TM_DATA_VALID);
     EXPECT_EQ(0x55ull, wc.tm_info.tag);
     EXPECT_EQ(0x1234u, wc.tm_info.priv);
-    EXPECT_EQ(tm_dev_conn_qp_num(b), wc.qp_num);
+    EXPECT_EQ(tm_dev_conn_rx_qp_num(b), wc.qp_num);
     EXPECT_EQ(100u, wc.byte_len);
     EXPECT_EQ(0, memcmp(buf.data() + size, buf.data() + sizeof(*tmh), 100));
 
