@@ -13,15 +13,22 @@
  *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
  *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
  *  - for each verb libibverbs exports (device list, open and close, PD, MR,
- *    QP create / modify / destroy, CQ and SRQ destroy, GID queries) there
- *    is a softnic_<verb> below with the same signature: the caller picks
- *    libibverbs' function or this one per device.
+ *    QP create / modify / query / destroy, CQ and SRQ destroy, GID
+ *    queries) there is a softnic_<verb> below with the same signature: the
+ *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.
  *
  * Its addresses: port 1 is an InfiniBand port that requires a GRH
  * (IBV_QPF_GRH_REQUIRED), LID 0; its GID names the device (host, user,
  * process, device number).  Two software NICs reach each other when their
  * subnet prefixes (host and user) are equal.
+ *
+ * The environment variable SOFTNIC_LINK_LAYER, read when a device is
+ * opened, makes port 1 an Ethernet (RoCE v2) port with "eth" ("ethernet",
+ * "roce"; default "ib"): a TM-SRQ then cannot be created on it, and
+ * ibv_create_srq_ex fails with EINVAL as on mlx5, whose TM-SRQ has an
+ * internal command QP that the kernel refuses to connect without a GRH on
+ * an Ethernet port.  Other objects work as on InfiniBand.
  *
  * Extensions, for the software NIC only (as mlx5dv extends verbs for
  * mlx5): a QP connected to a remote TM-SRQ without the remote software,
@@ -71,6 +78,8 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
                                  struct ibv_qp_init_attr *attr);
 int softnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                       int attr_mask);
+int softnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                     int attr_mask, struct ibv_qp_init_attr *init_attr);
 int softnic_destroy_qp(struct ibv_qp *qp);
 int softnic_destroy_cq(struct ibv_cq *cq);
 int softnic_destroy_srq(struct ibv_srq *srq);

@@ -58,7 +58,8 @@ static enum ibv_wc_opcode sn_wc_opcode(uint8_t wr_opcode)
     }
 }
 
-/* Completes send requests in order, as far as the CQ has room */
+/* Completes send requests in order (a failed one completes whether it
+ * asked or not) */
 unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
 {
     unsigned count = 0;
@@ -85,13 +86,12 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
             break;
         }
         if (wqe->signaled || (wqe->status != IBV_WC_SUCCESS)) {
-            if (!sn_cq_has_room(cq, 1)) {
-                break;
-            }
             wc           = sn_cq_push(cq);
             wc->wr_id    = wqe->wr_id;
             wc->status   = (enum ibv_wc_status)wqe->status;
-            wc->opcode   = sn_wc_opcode(wqe->opcode);
+            /* mlx5 reads opcode 0 from every error CQE */
+            wc->opcode   = (wqe->status == IBV_WC_SUCCESS) ?
+                           sn_wc_opcode(wqe->opcode) : IBV_WC_SEND;
             wc->byte_len = (wqe->opcode == IBV_WR_RDMA_READ) ?
                            wqe->byte_len : 0;
             wc->qp_num   = qp->ibv.qp_num;

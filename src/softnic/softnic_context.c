@@ -1,9 +1,11 @@
 /*
  * Software NIC: the device, its context and port, GIDs, protection
  * domains, and the settings of the extensions (softnic_dv_query/set_attr).
+ * The port's link layer is read from SOFTNIC_LINK_LAYER at open (softnic.h).
  *
- * One device, "soft", is always listed.  Each open creates a device segment
- * in shared memory (the registration table peers check keys against).  The
+ * One device, "soft".  An opened device creates its segment in shared
+ * memory (the registration table peers check keys against) with its first
+ * PD, so that listing, which opens and queries it, costs little.  The
  * context is a struct verbs_context: the inline verbs of
  * <infiniband/verbs.h> find the NIC's functions in it.
  */
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static _Atomic uint32_t sn_next_dev_seq;
@@ -144,7 +147,9 @@ int softnic_query_gid_ex(struct ibv_context *context, uint32_t port_num,
     entry->gid       = sn_ctx(context)->gid;
     entry->gid_index = gid_index;
     entry->port_num  = port_num;
-    entry->gid_type  = IBV_GID_TYPE_IB;
+    entry->gid_type  = (sn_ctx(context)->link_layer ==
+                        IBV_LINK_LAYER_ETHERNET) ? IBV_GID_TYPE_ROCE_V2 :
+                                                   IBV_GID_TYPE_IB;
     return 0;
 }
 
@@ -206,7 +211,7 @@ static int sn_query_port(struct ibv_context *context, uint8_t port_num,
     a.max_msg_sz   = SN_MAX_MSG_SIZE;
     a.pkey_tbl_len = 1;
     a.lid          = 0;
-    a.link_layer   = IBV_LINK_LAYER_INFINIBAND;
+    a.link_layer   = sn_ctx(context)->link_layer;
     a.flags        = IBV_QPF_GRH_REQUIRED; /* the GID names the peer */
     a.phys_state   = 5;                    /* LinkUp */
     a.active_width = 1;
@@ -214,6 +219,50 @@ static int sn_query_port(struct ibv_context *context, uint8_t port_num,
     memcpy(port_attr, &a,
            (port_attr_len < sizeof(a)) ? port_attr_len : sizeof(a));
     return 0;
+}
+
+
+/* ---- the link layer (SOFTNIC_LINK_LAYER) ---- */
+
+/* Port 1's link layer: InfiniBand unless the environment asks for
+ * Ethernet.  A value not understood is reported and ignored, so that a typo
+ * does not silently change what the port is. */
+static uint8_t sn_env_link_layer(void)
+{
+    const char *value = getenv("SOFTNIC_LINK_LAYER");
+
+    if ((value == NULL) || (*value == '\0') || !strcasecmp(value, "ib") ||
+        !strcasecmp(value, "infiniband")) {
+        return IBV_LINK_LAYER_INFINIBAND;
+    }
+    if (!strcasecmp(value, "eth") || !strcasecmp(value, "ethernet") ||
+        !strcasecmp(value, "roce")) {
+        return IBV_LINK_LAYER_ETHERNET;
+    }
+    sn_warn("SOFTNIC_LINK_LAYER=%s not understood (ib or eth): InfiniBand",
+            value);
+    return IBV_LINK_LAYER_INFINIBAND;
+}
+
+/*
+ * mlx5 (rdma-core providers/mlx5/verbs.c, create_cmd_qp) gives a TM-SRQ an
+ * internal RC QP for list operations and connects it to itself with an
+ * address vector that has no GRH; on an Ethernet port the kernel refuses
+ * that (rdma_check_ah_attr: a RoCE address needs a GRH) with EINVAL, and
+ * ibv_create_srq_ex fails with it.  Other SRQs are the NIC's own business.
+ */
+static struct ibv_srq *sn_ctx_create_srq_ex(struct ibv_context *context,
+                                            struct ibv_srq_init_attr_ex *attr)
+{
+    if ((sn_ctx(context)->link_layer == IBV_LINK_LAYER_ETHERNET) &&
+        (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+        (attr->srq_type == IBV_SRQT_TM)) {
+        sn_debug("no TM-SRQ on an Ethernet port: its command QP would have "
+                 "no GRH");
+        errno = EINVAL;
+        return NULL;
+    }
+    return sn_create_srq_ex(context, attr);
 }
 
 
@@ -281,10 +330,48 @@ int softnic_dv_set_attr(struct ibv_context *context,
 
 /* ---- protection domains ---- */
 
+/*
+ * The device's shared state: its segment (the registration table peers
+ * check keys against) and the local side of that table, made when the
+ * first PD is, since everything that needs them (MRs, QPs, SRQs) needs a
+ * PD.  Until then an open device is only queried (listing probes it so),
+ * which then costs no shared memory and no sweep of leftovers.
+ */
+static int sn_ctx_bring_up(sn_context_t *ctx)
+{
+    char name[96];
+    int ret;
+
+    if (ctx->seg != NULL) {
+        return 0;
+    }
+    sn_reclaim_leftovers();
+    ret = sn_mr_table_init(ctx);
+    if (ret != 0) {
+        return ret;
+    }
+    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
+    ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
+    if (ret != 0) {
+        sn_mr_table_cleanup(ctx);
+        return ret;
+    }
+    ctx->seg = ctx->shm.base;
+    sn_seg_hdr_init(&ctx->seg->hdr, &ctx->proc, SN_SEG_DEV);
+    return 0;
+}
+
 struct ibv_pd *softnic_alloc_pd(struct ibv_context *context)
 {
-    struct ibv_pd *pd = calloc(1, sizeof(*pd));
+    struct ibv_pd *pd;
+    int ret;
 
+    ret = sn_ctx_bring_up(sn_ctx(context));
+    if (ret != 0) {
+        errno = ret;
+        return NULL;
+    }
+    pd = calloc(1, sizeof(*pd));
     if (pd == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -327,7 +414,7 @@ static void sn_context_init_ops(sn_context_t *ctx)
     vctx->query_port                = sn_query_port;
     vctx->query_device_ex           = sn_query_device_ex;
     vctx->create_cq_ex              = sn_create_cq_ex;
-    vctx->create_srq_ex             = sn_create_srq_ex;
+    vctx->create_srq_ex             = sn_ctx_create_srq_ex;
     vctx->get_srq_num               = sn_get_srq_num;
     vctx->post_srq_ops              = sn_post_srq_ops;
     vctx->sz                        = sizeof(*vctx);
@@ -338,7 +425,6 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
 {
     sn_dev_addr_t addr;
     sn_context_t *ctx;
-    char name[96];
     int ret;
 
     if (device != &sn_device) {
@@ -374,6 +460,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;
     ctx->rng                    = 1;
     ctx->next_srq_num           = 1;
+    ctx->link_layer             = sn_env_link_layer();
     sn_list_init(&ctx->peers);
     sn_list_init(&ctx->cqs);
     sn_list_init(&ctx->qps);
@@ -384,25 +471,9 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     addr.dev_seq  = ctx->dev_seq;
     sn_gid_pack(&ctx->gid, &addr);
 
-    sn_reclaim_leftovers();
-
-    ret = sn_mr_table_init(ctx);
-    if (ret != 0) {
-        goto err_free;
-    }
-    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
-    ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
-    if (ret != 0) {
-        goto err_mr;
-    }
-    ctx->seg = ctx->shm.base;
-    sn_seg_hdr_init(&ctx->seg->hdr, &ctx->proc, SN_SEG_DEV);
-
     sn_debug("opened device %u of process %u", ctx->dev_seq, ctx->proc.pid);
     return &ctx->vctx.context;
 
-err_mr:
-    sn_mr_table_cleanup(ctx);
 err_free:
     free(ctx);
     errno = ret;
@@ -417,11 +488,13 @@ int softnic_close_device(struct ibv_context *context)
         (ctx->srqs != 0)) {
         sn_warn("device closed with objects still open");
     }
-    if (sn_ctx_is_ours(ctx)) {
-        atomic_store(&ctx->seg->hdr.closed, 1);
+    if (ctx->seg != NULL) {     /* brought up by a PD */
+        if (sn_ctx_is_ours(ctx)) {
+            atomic_store(&ctx->seg->hdr.closed, 1);
+        }
+        sn_shm_destroy(&ctx->shm);
+        sn_mr_table_cleanup(ctx);
     }
-    sn_shm_destroy(&ctx->shm);
-    sn_mr_table_cleanup(ctx);
     pthread_mutex_destroy(&context->mutex);
     free(ctx);
     return 0;

@@ -8,8 +8,13 @@
  * ibv_next_poll() moves to the next; ibv_end_poll() consumes those read.
  * ibv_poll_cq() works too (without the TM information).
  *
- * A full CQ holds the NIC back: it produces no completion it has no room
- * for, and the work waits.
+ * The NIC does not wait for room in a CQ: a full one overruns, which is
+ * fatal to it (every later poll fails), as on a NIC.  Software sizes its
+ * CQs for every completion it may have outstanding.
+ *
+ * rdma-core's mlx5 provider does part of the tag-matching work when a
+ * completion is polled (a receive's wr_id, freeing list handles, SYNC_REQ):
+ * so does this one (sn_srq_cqe_poll), at the same moment.
  */
 #include "softnic_int.h"
 
@@ -57,10 +62,26 @@ static inline void sn_cq_run(sn_cq_t *cq)
     }
 }
 
+/* A full CQ overran: fatal to it, as on a NIC (IBV_EVENT_CQ_ERR there);
+ * its polls fail from now on */
+void sn_cq_overrun(sn_cq_t *cq)
+{
+    if (!cq->overrun) {
+        sn_error("CQ %p overrun: more completions than its %u entries",
+                 (void *)cq, cq->depth);
+        cq->overrun = true;
+    }
+}
+
+/* The polled entry: what the provider does at poll for a TM completion is
+ * done now, once (cur only moves forward) */
 static inline void sn_cq_load(sn_cq_t *cq)
 {
-    const sn_cqe_t *cqe = &cq->cqe[cq->cur & (cq->depth - 1)];
+    sn_cqe_t *cqe = &cq->cqe[cq->cur & (cq->depth - 1)];
 
+    if (cqe->kind != SN_CQE_PLAIN) {
+        sn_srq_cqe_poll(cqe);
+    }
     cq->cur_cqe   = cqe;
     cq->ex.status = cqe->status;
     cq->ex.wr_id  = cqe->wr_id;
@@ -74,6 +95,9 @@ static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
         return EINVAL;
     }
     sn_cq_run(cq);
+    if (sn_unlikely(cq->overrun)) {
+        return EIO;
+    }
     if (cq->head == cq->tail) {
         return ENOENT;
     }
@@ -151,12 +175,18 @@ static uint8_t sn_read_zero8(struct ibv_cq_ex *ex)
 int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
 {
     sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
-    const sn_cqe_t *cqe;
+    sn_cqe_t *cqe;
     int n;
 
     sn_cq_run(cq);
+    if (sn_unlikely(cq->overrun)) {
+        return -1;
+    }
     for (n = 0; (n < num_entries) && (cq->head != cq->tail); ++n) {
         cqe = &cq->cqe[cq->head++ & (cq->depth - 1)];
+        if (cqe->kind != SN_CQE_PLAIN) {
+            sn_srq_cqe_poll(cqe);
+        }
         wc[n].wr_id      = cqe->wr_id;
         wc[n].status     = cqe->status;
         wc[n].opcode     = cqe->opcode;

@@ -60,7 +60,16 @@
 #define SN_DEF_PACKET_SIZE     4096
 #define SN_DEF_MAX_SEND        (64 * 1024)
 #define SN_DEF_RNDV_HDR_SIZE   64
-#define SN_TAG_INDEX_BITS      20         /* handle = gen << 20 | index */
+#define SN_TAG_INDEX_BITS      20         /* handles are indices below this */
+#define SN_NO_TAG              UINT32_MAX
+
+/* rdma-core's mlx5: SYNC_REQ on an unexpected message once more than this
+ * many were not acknowledged by a count-carrying ADD */
+#define SN_MAX_SYNC_DIFF       0x3fff
+/* Matched eager messages up to this many bytes mlx5 scatters into the
+ * completion itself, and rdma-core's provider reports a buffer too small
+ * for one as IBV_WC_LOC_LEN_ERR on the entry's wr_id */
+#define SN_INLINE_SCATTER      64
 
 /* A freed registration slot is reused only once this many wait behind it
  * (FIFO); until then registrations take never-used slots */
@@ -167,7 +176,21 @@ struct sn_context {
     softnic_mode_t     mode;
     softnic_order_t    order;
     uint64_t           rng;
+    /* port 1's link layer (SOFTNIC_LINK_LAYER, read at open): on Ethernet
+     * a TM-SRQ cannot be created, as on mlx5 */
+    uint8_t            link_layer;
 };
+
+/* What the provider does with a TM completion when it is polled (as
+ * rdma-core's mlx5 does in its poll: the entry's wr_id, its references,
+ * SYNC_REQ) */
+typedef enum {
+    SN_CQE_PLAIN,
+    SN_CQE_TM_OP,           /* ADD / DEL / SYNC: wr_id given; DEL status */
+    SN_CQE_TM_CONSUMED,     /* an entry consumed, more to come (MATCH) */
+    SN_CQE_TM_FINAL,        /* an entry's last completion */
+    SN_CQE_TM_UNEXP         /* a tagged message no entry took */
+} sn_cqe_kind_t;
 
 /* A completion entry */
 typedef struct sn_cqe {
@@ -180,6 +203,12 @@ typedef struct sn_cqe {
     uint32_t           imm_data;     /* big endian */
     uint32_t           vendor_err;
     struct ibv_wc_tm_info tm_info;
+    /* for the provider, at poll */
+    uint8_t            kind;         /* sn_cqe_kind_t */
+    uint16_t           hw_phase;     /* the NIC's count when it wrote it */
+    uint32_t           tag_index;    /* SN_NO_TAG, or the entry it names */
+    uint32_t           op_seq;       /* SN_CQE_TM_OP: the operation's */
+    sn_srq_t           *srq;
 } sn_cqe_t;
 
 struct sn_cq {
@@ -192,37 +221,51 @@ struct sn_cq {
     const sn_cqe_t     *cur_cqe;     /* ... what the read_* functions read */
     sn_list_t          srqs;         /* TM-SRQs whose completions come here */
     sn_list_t          send_qps;     /* QPs whose send completions come here */
+    bool               overrun;      /* it overflowed: in error for good */
+    sn_cqe_t           lost;         /* where entries past an overrun go */
 };
 
-/* Matching list entry (indexed by the low bits of its handle) */
+/*
+ * A matching-list entry; its handle is its index, bare, as on mlx5.  Two
+ * views of it, as there are on a NIC:
+ *  - the NIC's: what the list holds at that index (listed, and what it
+ *    matches and where it places), set when an ADD is processed;
+ *  - the provider's (rdma-core's struct mlx5_tag_entry): the receive's
+ *    wr_id and how many completions it still expects.  The handle is free
+ *    again when that count drops to 0: after the ADD's completion and the
+ *    entry's final completion (not its MATCH), or a successful DEL's.
+ * Free handles are reused last-freed first: at once, which mlx5's FIFO
+ * does only later, so that software naming a handle it no longer owns
+ * shows at once.  Nothing checks a DEL's handle (rdma-core does not).
+ */
 typedef struct sn_tag {
+    /* the NIC's */
     tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
                                         order of ADD processing */
-    sn_list_t          link;         /* in srq->tag_free */
     uint64_t           tag, mask;
-    uint64_t           recv_wr_id;
     uint64_t           addr;
     uint32_t           length;
     uint32_t           lkey;
-    uint32_t           gen;          /* handle generation */
-    uint8_t            state;        /* SN_TAG_* */
+    bool               listed;
+    /* the provider's */
+    struct sn_tag      *next_free;
+    uint64_t           recv_wr_id;
+    int                expect_cqe;
+    uint32_t           phase_cnt;    /* the provider's count at its ADD */
 } sn_tag_t;
 
-enum {
-    SN_TAG_FREE,
-    SN_TAG_POSTED,                   /* ADD posted, not yet processed */
-    SN_TAG_LISTED,                   /* in the matching list */
-    SN_TAG_DEAD                      /* consumed/deleted, waiting for its ops */
-};
-
-/* A posted list operation */
+/* A posted list operation (its work request, as the NIC reads it) */
 typedef struct sn_op {
     uint64_t           wr_id;
-    uint32_t           index;        /* tag index (ADD/DEL) */
-    uint32_t           gen;          /* tag generation the handle named */
+    uint32_t           index;        /* the handle (ADD/DEL) */
     uint32_t           unexpected_cnt;
     uint8_t            opcode;       /* IBV_WR_TAG_* */
     uint8_t            flags;        /* IBV_OPS_* */
+    /* ADD */
+    uint64_t           tag, mask;
+    uint64_t           addr;
+    uint32_t           length;
+    uint32_t           lkey;
 } sn_op_t;
 
 /* Untagged SRQ buffer */
@@ -233,16 +276,19 @@ typedef struct sn_rbuf {
     uint32_t           lkey;
 } sn_rbuf_t;
 
-/* The second half of a matched message: DATA_VALID (and FIN for rndv) */
+/* The second half of a matched message: its final completion (DATA_VALID;
+ * for a rendezvous the NIC's read before it and FIN after) */
 typedef struct sn_xfer {
     sn_qp_t            *qp;          /* where it came from */
-    uint64_t           recv_wr_id;
-    uint64_t           tag;
-    uint32_t           app_ctx;
+    uint32_t           tag_index;
     uint32_t           byte_len;     /* eager: already placed */
     unsigned           imm_flag;     /* IBV_WC_WITH_IMM or 0 */
     uint32_t           imm_data;
-    bool               rndv;
+    bool               rndv;         /* the NIC reads it */
+    bool               sw_rndv;      /* software reads it: the headers are
+                                        placed now */
+    uint32_t           hdr_len;      /* sw_rndv: header bytes to place */
+    uint8_t            hdr[128];     /* ... kept from the message */
     uint64_t           local_addr;
     uint32_t           lkey;
     uint64_t           remote_va;
@@ -270,20 +316,23 @@ struct sn_srq {
     /* matching list */
     sn_tag_t           *tags;
     uint32_t           max_tags;
-    uint32_t           tags_used;    /* POSTED + LISTED (what the cap counts) */
-    tm_matcher_t       listed;       /* LISTED entries: matched like the
+    tm_matcher_t       listed;       /* listed entries: matched like the
                                         NIC, first added wins, in a time
                                         that does not grow with the list */
-    sn_list_t          tag_free;     /* FIFO, so handles are reused late */
-    uint32_t           *tag_refs;    /* pending ops naming each tag */
+    sn_tag_t           *tag_free;    /* free handles (the provider's) */
     uint64_t           next_add_seq; /* the sequence counter of listed */
-    /* list operations: FIFO of max_ops */
+    /* list operations: FIFO of max_ops; an operation's slot is free once
+     * the completion of it or of a later one is polled (op_retired), as
+     * mlx5's command QP frees its send queue */
     sn_op_t            *ops;
-    uint32_t           max_ops, op_head, op_tail;
-    /* phase */
-    uint32_t           hw_unexp;
+    uint32_t           max_ops, op_retired, op_head, op_tail;
+    /* phase: the NIC's 16-bit count, and the provider's (rdma-core's
+     * unexp_in: unexpected messages polled, unexp_out: the count of the
+     * last ADD that carried one) */
+    uint16_t           hw_unexp;
     bool               in_phase;
     uint64_t           match_barrier; /* entries with seq >= this wait */
+    uint32_t           unexp_in, unexp_out;
     /* pending DATA_VALID / rndv reads, FIFO of max_tags */
     sn_xfer_t          *xfers;
     uint32_t           xfer_mask, xfer_head, xfer_tail;
@@ -358,6 +407,9 @@ struct sn_qp {
     /* FINs the device could not put on the wire yet */
     sn_fin_t           *fins;
     uint32_t           fin_count, fin_cap;
+    /* what creation and modify_qp set, for softnic_query_qp */
+    struct ibv_qp_attr attr;
+    int                sq_sig_all;
 };
 
 
@@ -462,16 +514,29 @@ static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
     return cq->depth - (cq->tail - cq->head) >= n;
 }
 
+void sn_cq_overrun(sn_cq_t *cq);
+
+/* The next entry to write.  The NIC does not wait for room: a full CQ
+ * overruns, which is fatal to it, as on a NIC (the entry goes nowhere) */
 static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
 {
-    sn_cqe_t *cqe = &cq->cqe[cq->tail++ & (cq->depth - 1)];
+    sn_cqe_t *cqe;
 
+    if (sn_unlikely(!sn_cq_has_room(cq, 1) || cq->overrun)) {
+        sn_cq_overrun(cq);
+        cqe = &cq->lost;
+    } else {
+        cqe = &cq->cqe[cq->tail++ & (cq->depth - 1)];
+    }
     cqe->wc_flags     = 0;
     cqe->imm_data     = 0;
     cqe->vendor_err   = 0;
     cqe->byte_len     = 0;
     cqe->tm_info.tag  = 0;
     cqe->tm_info.priv = 0;
+    cqe->kind         = SN_CQE_PLAIN;
+    cqe->tag_index    = SN_NO_TAG;
+    cqe->srq          = NULL;
     return cqe;
 }
 
@@ -487,13 +552,8 @@ bool sn_srq_op_ready(const sn_srq_t *srq);
 int  sn_srq_step_op(sn_srq_t *srq);
 void sn_srq_progress(sn_srq_t *srq);
 void sn_srq_go_out_of_phase(sn_srq_t *srq);
-void sn_srq_tag_retire(sn_srq_t *srq, sn_tag_t *tag);
-
-/* Out of phase, every completion asks for the count */
-static inline unsigned sn_srq_sync_flag(const sn_srq_t *srq)
-{
-    return srq->in_phase ? 0 : IBV_WC_TM_SYNC_REQ;
-}
+void sn_srq_tag_unlist(sn_srq_t *srq, sn_tag_t *tag);
+void sn_srq_cqe_poll(sn_cqe_t *cqe);
 
 /* The first-added matchable entry for tag, or NULL.  The first-added of all
  * matching entries decides: if it was added out of phase, so were all later

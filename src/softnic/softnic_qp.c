@@ -22,6 +22,9 @@
  * on it), as the kernel enables rendezvous offload only on a QP attached to
  * a TM-SRQ with no send queue.
  *
+ * Destroying a QP removes its completions that software has not polled
+ * from its CQs, as rdma-core's mlx5 provider does (sn_cq_purge_qp).
+ *
  * softnic_dv_connect_qp_to_srq() connects a pair of QPs in INIT (a sending
  * and a receive-only one) to a remote TM-SRQ instead: it creates the rings
  * and leaves a request in the SRQ's accept queue; the remote NIC accepts it
@@ -30,6 +33,7 @@
 #include "softnic_int.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +169,10 @@ static sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     qp->ibv.handle      = qp->ibv.qp_num;
     qp->ibv.state       = IBV_QPS_RESET;
     qp->ibv.qp_type     = IBV_QPT_RC;
+    /* what creation grants, whatever was asked (see softnic_create_qp) */
+    qp->attr.cap.max_send_wr     = max_send_wr;
+    qp->attr.cap.max_send_sge    = SN_MAX_SGE;
+    qp->attr.cap.max_inline_data = SN_MAX_INLINE;
     pthread_mutex_init(&qp->ibv.mutex, NULL);
     pthread_cond_init(&qp->ibv.cond, NULL);
     return qp;
@@ -224,6 +232,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     qp->ibv.pd         = pd;
     qp->ibv.recv_cq    = attr->recv_cq;
     qp->ibv.qp_context = attr->qp_context;
+    qp->sq_sig_all     = attr->sq_sig_all;
     ret = sn_ring_create(ctx, qp->ibv.qp_num, &qp->in_shm);
     if (ret != 0) {
         sn_qp_free(qp);
@@ -232,15 +241,60 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     }
     sn_qp_set_in(qp);
     sn_qp_link(ctx, qp);
-    attr->cap.max_send_sge    = SN_MAX_SGE;
-    attr->cap.max_inline_data = SN_MAX_INLINE;
+    attr->cap.max_send_sge    = qp->attr.cap.max_send_sge;
+    attr->cap.max_inline_data = qp->attr.cap.max_inline_data;
     return &qp->ibv;
+}
+
+/*
+ * Removes the completions of QP qp_num that software has not polled yet,
+ * keeping the others in order, as rdma-core's mlx5 provider does when it
+ * destroys a QP (providers/mlx5/cq.c __mlx5_cq_clean, from mlx5_destroy_qp
+ * on the QP's receive CQ, then its send CQ): sweeping from the newest back,
+ * each kept entry moves over the removed ones, and the consumer index
+ * advances past what was removed.
+ *
+ * Removed entries get none of the provider's work at poll
+ * (sn_srq_cqe_poll), as __mlx5_cq_clean runs no handle_tag_matching: a
+ * tagged message's completion keeps its entry's reference, so that handle
+ * is never free again, and an unexpected message is not counted by the
+ * provider.  The untagged buffer a removed receive used is gone: the NIC
+ * took it at arrival, and mlx5 too only gives its WQE back to the SRQ's
+ * free list (mlx5_free_srq_wqe), where a new post may use it.  List
+ * operations complete with QP number 0 (mlx5: its command QP's) and are
+ * never removed.
+ */
+static void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num)
+{
+    uint32_t mask  = cq->depth - 1;
+    uint32_t freed = 0;
+    uint32_t i     = cq->tail;
+    sn_cqe_t *cqe;
+
+    while (i != cq->head) {
+        cqe = &cq->cqe[--i & mask];
+        if (cqe->qp_num == qp_num) {
+            ++freed;
+        } else if (freed != 0) {
+            cq->cqe[(i + freed) & mask] = *cqe;
+        }
+    }
+    if (freed != 0) {
+        cq->head += freed;
+        sn_debug("QP 0x%x destroyed: %u unpolled completions removed from "
+                 "CQ %p", qp_num, freed, (void*)cq);
+    }
 }
 
 static void sn_qp_destroy(sn_qp_t *qp)
 {
     sn_context_t *ctx = sn_qp_ctx(qp);
 
+    /* receives complete on the SRQ's CQ, sends on the send CQ */
+    sn_cq_purge_qp(qp->srq->cq, qp->ibv.qp_num);
+    if (qp->send_cq != qp->srq->cq) {
+        sn_cq_purge_qp(qp->send_cq, qp->ibv.qp_num);
+    }
     sn_srq_forget_qp(qp->srq, qp);
     if (qp->srq->rr_next == &qp->srq_link) {
         qp->srq->rr_next = qp->srq_link.next;
@@ -288,6 +342,46 @@ void sn_srq_destroy_qps(sn_srq_t *srq)
 
 
 /* ---- states ---- */
+
+/* The attributes of an RC QP that modify_qp sets, by mask bit */
+#define SN_QP_ATTR(_mask, _field) \
+    { _mask, offsetof(struct ibv_qp_attr, _field), \
+      sizeof(((struct ibv_qp_attr*)NULL)->_field) }
+
+static const struct {
+    int    mask;
+    size_t offset, size;
+} sn_qp_attr_fields[] = {
+    SN_QP_ATTR(IBV_QP_ACCESS_FLAGS,       qp_access_flags),
+    SN_QP_ATTR(IBV_QP_PKEY_INDEX,         pkey_index),
+    SN_QP_ATTR(IBV_QP_PORT,               port_num),
+    SN_QP_ATTR(IBV_QP_AV,                 ah_attr),
+    SN_QP_ATTR(IBV_QP_PATH_MTU,           path_mtu),
+    SN_QP_ATTR(IBV_QP_TIMEOUT,            timeout),
+    SN_QP_ATTR(IBV_QP_RETRY_CNT,          retry_cnt),
+    SN_QP_ATTR(IBV_QP_RNR_RETRY,          rnr_retry),
+    SN_QP_ATTR(IBV_QP_RQ_PSN,             rq_psn),
+    SN_QP_ATTR(IBV_QP_MAX_QP_RD_ATOMIC,   max_rd_atomic),
+    SN_QP_ATTR(IBV_QP_MIN_RNR_TIMER,      min_rnr_timer),
+    SN_QP_ATTR(IBV_QP_SQ_PSN,             sq_psn),
+    SN_QP_ATTR(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic),
+    SN_QP_ATTR(IBV_QP_DEST_QPN,           dest_qp_num)
+};
+
+/* Keeps what a successful modify_qp set, for softnic_query_qp */
+static void sn_qp_attr_save(sn_qp_t *qp, const struct ibv_qp_attr *attr,
+                            int attr_mask)
+{
+    size_t i;
+
+    for (i = 0; i < SN_ARRAY_SIZE(sn_qp_attr_fields); ++i) {
+        if (attr_mask & sn_qp_attr_fields[i].mask) {
+            memcpy((char*)&qp->attr + sn_qp_attr_fields[i].offset,
+                   (const char*)attr + sn_qp_attr_fields[i].offset,
+                   sn_qp_attr_fields[i].size);
+        }
+    }
+}
 
 void sn_qp_set_error(sn_qp_t *qp)
 {
@@ -380,7 +474,29 @@ int softnic_modify_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
         sn_qp_set_error(qp);
         sn_qp_fail_from(qp, qp->sq_head, IBV_WC_WR_FLUSH_ERR);
     }
+    sn_qp_attr_save(qp, attr, attr_mask);
     qp->ibv.state = to;
+    return 0;
+}
+
+/* As the kernel's query: every attribute, whatever attr_mask asks */
+int softnic_query_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
+                     int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+    sn_qp_t *qp = sn_qp(ibv_qp);
+
+    *attr              = qp->attr;
+    attr->qp_state     = qp->ibv.state;
+    attr->cur_qp_state = qp->ibv.state;
+
+    memset(init_attr, 0, sizeof(*init_attr));
+    init_attr->qp_context = qp->ibv.qp_context;
+    init_attr->send_cq    = qp->ibv.send_cq;
+    init_attr->recv_cq    = qp->ibv.recv_cq;
+    init_attr->srq        = qp->ibv.srq;
+    init_attr->cap        = qp->attr.cap;
+    init_attr->qp_type    = qp->ibv.qp_type;
+    init_attr->sq_sig_all = qp->sq_sig_all;
     return 0;
 }
 

@@ -5,8 +5,9 @@
  * announced (MATCH) and read later by the NIC, anything else whole into
  * the next untagged buffer.  The second half of a match (DATA) completes
  * with DATA_VALID; for a rendezvous it is the NIC's RDMA read, then the
- * FIN to the sender.  A QP whose message cannot be placed (no untagged
- * buffer, no room in the CQ) waits: RNR, nothing lost.
+ * FIN to the sender.  A QP whose message needs an untagged buffer when
+ * none is posted waits: RNR, nothing lost.  The NIC never waits for room
+ * in the CQ (softnic_cq.c).
  */
 #include "softnic_int.h"
 
@@ -115,8 +116,7 @@ static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
                                 sn_rec_t **rec_p, sn_tag_t **tag_p,
                                 sn_arrival_kind_t *kind_p)
 {
-    if (!sn_qp_connected(qp) || !sn_cq_has_room(srq->cq, 1) ||
-        !sn_ring_peek(qp, rec_p)) {
+    if (!sn_qp_connected(qp) || !sn_ring_peek(qp, rec_p)) {
         return false;
     }
     *kind_p = sn_srq_judge(srq, qp, *rec_p, tag_p);
@@ -171,148 +171,220 @@ static inline void sn_wc_imm_fill(sn_cqe_t *wc, const sn_rec_t *rec)
     }
 }
 
-static void sn_wc_tm_fill(sn_cqe_t *wc, const struct ibv_tmh *tmh)
-{
-    wc->tm_info.tag  = be64toh(tmh->tag);
-    wc->tm_info.priv = be32toh(tmh->app_ctx);
-}
 
-/* Whole message into the next untagged buffer */
+/* Whole message into the next untagged buffer.  A message that does not
+ * fit, or a buffer whose key is wrong, fails the QP instead (a message
+ * that does not land is not counted as unexpected) */
 static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
                                     const sn_rec_t *rec,
                                     sn_arrival_kind_t kind)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    sn_rbuf_t *rbuf = &srq->rbufs[srq->rbuf_head++ & srq->rbuf_mask];
+    sn_rbuf_t *rbuf   = &srq->rbufs[srq->rbuf_head & srq->rbuf_mask];
     sn_cqe_t *wc;
 
-    if (kind == SN_ARR_UNEXP) {
-        sn_srq_go_out_of_phase(srq);
+    if (sn_unlikely(rec->len > rbuf->length)) {
+        sn_srq_rx_error(srq, qp, IBV_WC_LOC_LEN_ERR);
+        return;
+    } else if (sn_unlikely(rec->len && !sn_key_check(ctx->seg, rbuf->lkey,
+                                                     rbuf->addr, rec->len,
+                                                     0))) {
+        sn_srq_rx_error(srq, qp, IBV_WC_LOC_PROT_ERR);
+        return;
     }
 
+    ++srq->rbuf_head;
+    memcpy((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
     wc           = sn_cq_push(srq->cq);
     wc->wr_id    = rbuf->wr_id;
+    wc->status   = IBV_WC_SUCCESS;
     wc->opcode   = (kind == SN_ARR_NO_TAG) ? IBV_WC_TM_NO_TAG : IBV_WC_RECV;
     wc->qp_num   = qp->ibv.qp_num;
     wc->byte_len = rec->len;
-    wc->wc_flags = sn_srq_sync_flag(srq);
     sn_wc_imm_fill(wc, rec);
-    if (sn_unlikely(rec->len > rbuf->length)) {
-        wc->status = IBV_WC_LOC_LEN_ERR;
-    } else if (sn_unlikely(!sn_key_check(ctx->seg, rbuf->lkey, rbuf->addr,
-                                         rec->len, 0) && rec->len)) {
-        wc->status = IBV_WC_LOC_PROT_ERR;
-    } else {
-        memcpy((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
-        wc->status = IBV_WC_SUCCESS;
+    if (kind == SN_ARR_UNEXP) {
+        sn_srq_go_out_of_phase(srq);
+        wc->kind = SN_CQE_TM_UNEXP;
+        wc->srq  = srq;
     }
 }
 
-static sn_cqe_t *sn_srq_push_tm_recv(sn_srq_t *srq, sn_qp_t *qp,
-                                     const sn_tag_t *tag,
-                                     const struct ibv_tmh *tmh)
+/*
+ * A completion of a consumed entry.  The provider fills its wr_id at poll
+ * from the handle.  Only the MATCH completion carries the tag and app
+ * context (mlx5 scatters the TMH into that CQE); only the final one the
+ * immediate data and the length (the MATCH-only CQE has neither).
+ */
+static sn_cqe_t *sn_srq_push_consumed(sn_srq_t *srq, sn_qp_t *qp,
+                                      uint32_t tag_index, unsigned flags,
+                                      const struct ibv_tmh *tmh)
 {
     sn_cqe_t *wc = sn_cq_push(srq->cq);
 
-    wc->wr_id    = tag->recv_wr_id;
-    wc->opcode   = IBV_WC_TM_RECV;
-    wc->status   = IBV_WC_SUCCESS;
-    wc->qp_num   = qp->ibv.qp_num;
-    sn_wc_tm_fill(wc, tmh);
+    wc->wr_id     = 0;
+    wc->opcode    = IBV_WC_TM_RECV;
+    wc->status    = IBV_WC_SUCCESS;
+    wc->qp_num    = qp->ibv.qp_num;
+    wc->wc_flags  = flags;
+    wc->kind      = (flags & IBV_WC_TM_DATA_VALID) ? SN_CQE_TM_FINAL :
+                                                     SN_CQE_TM_CONSUMED;
+    wc->tag_index = tag_index;
+    wc->srq       = srq;
+    if (flags & IBV_WC_TM_MATCH) {
+        wc->tm_info.tag  = be64toh(tmh->tag);
+        wc->tm_info.priv = be32toh(tmh->app_ctx);
+    }
     return wc;
 }
 
 static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
-                                   const sn_tag_t *tag,
-                                   const struct ibv_tmh *tmh)
+                                   const sn_tag_t *tag, const sn_rec_t *rec)
 {
     sn_xfer_t *xfer = &srq->xfers[srq->xfer_tail++ & srq->xfer_mask];
 
     xfer->qp         = qp;
-    xfer->recv_wr_id = tag->recv_wr_id;
-    xfer->tag        = be64toh(tmh->tag);
-    xfer->app_ctx    = be32toh(tmh->app_ctx);
+    xfer->tag_index  = (uint32_t)(tag - srq->tags);
     xfer->local_addr = tag->addr;
+    xfer->lkey       = tag->lkey;
+    xfer->rndv       = false;
+    xfer->sw_rndv    = false;
+    xfer->imm_flag   = (rec->flags & SN_REC_F_IMM) ? IBV_WC_WITH_IMM : 0;
+    xfer->imm_data   = rec->imm_data;
     return xfer;
 }
 
-/* Matched eager: payload (without TMH) into the tagged buffer */
+/* A matched message that cannot be placed (too long for the buffer, or a
+ * wrong key): on mlx5 the NIC consumed the entry, but no completion names
+ * it, so the provider never frees its handle; the QP fails.  Messages that
+ * mlx5 scatters into the completion itself fail on the entry instead. */
+static void sn_srq_consumed_failed(sn_srq_t *srq, sn_qp_t *qp, sn_tag_t *tag,
+                                   const sn_rec_t *rec, uint32_t len,
+                                   enum ibv_wc_status status)
+{
+    const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
+    sn_cqe_t *wc;
+
+    sn_srq_tag_unlist(srq, tag);
+    if (len <= SN_INLINE_SCATTER) {
+        wc = sn_srq_push_consumed(srq, qp, (uint32_t)(tag - srq->tags),
+                                  IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+                                  tmh);
+        wc->status   = status;
+        wc->byte_len = len;
+        sn_wc_imm_fill(wc, rec);
+        return;
+    }
+    sn_srq_rx_error(srq, qp, status);
+}
+
+/* Matched eager: payload (without TMH) into the tagged buffer; longer than
+ * a packet, in two completions (MATCH, then DATA_VALID as a later event) */
 static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
                                  const sn_rec_t *rec, sn_tag_t *tag)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
-    uint32_t len = rec->len - SN_TMH_LEN;
+    uint32_t len   = rec->len - SN_TMH_LEN;
+    uint32_t index = (uint32_t)(tag - srq->tags);
     sn_xfer_t *xfer;
     sn_cqe_t *wc;
 
-    wc           = sn_srq_push_tm_recv(srq, qp, tag, tmh);
-    wc->byte_len = len;
-    wc->wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID |
-                   sn_srq_sync_flag(srq);
-    sn_wc_imm_fill(wc, rec);
     if (sn_unlikely(len > tag->length)) {
-        wc->status = IBV_WC_LOC_LEN_ERR;    /* entry consumed, nothing written */
+        sn_srq_consumed_failed(srq, qp, tag, rec, len, IBV_WC_LOC_LEN_ERR);
+        return;
     } else if (sn_unlikely(len && !sn_key_check(ctx->seg, tag->lkey,
                                                 tag->addr, len, 0))) {
-        wc->status = IBV_WC_LOC_PROT_ERR;
-    } else {
-        memcpy((void *)(uintptr_t)tag->addr, tmh + 1, len);
-        if (len > srq->packet_size) {
-            /* two steps: MATCH now, DATA_VALID as a later event */
-            wc->wc_flags &= ~IBV_WC_TM_DATA_VALID;
-            xfer           = sn_srq_xfer_push(srq, qp, tag, tmh);
-            xfer->rndv     = false;
-            xfer->byte_len = len;
-            xfer->imm_flag = wc->wc_flags & IBV_WC_WITH_IMM;
-            xfer->imm_data = wc->imm_data;
-        }
+        sn_srq_consumed_failed(srq, qp, tag, rec, len, IBV_WC_LOC_PROT_ERR);
+        return;
     }
-    sn_srq_tag_retire(srq, tag);
+
+    memcpy((void *)(uintptr_t)tag->addr, tmh + 1, len);
+    sn_srq_tag_unlist(srq, tag);
+    if (len > srq->packet_size) {
+        sn_srq_push_consumed(srq, qp, index, IBV_WC_TM_MATCH, tmh);
+        xfer           = sn_srq_xfer_push(srq, qp, tag, rec);
+        xfer->byte_len = len;
+        return;
+    }
+    wc           = sn_srq_push_consumed(srq, qp, index,
+                                        IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+                                        tmh);
+    wc->byte_len = len;
+    sn_wc_imm_fill(wc, rec);
 }
 
-/* Matched rendezvous: MATCH now; the read, DATA_VALID and FIN later */
+/*
+ * A matched rendezvous the tagged buffer cannot hold: software reads it
+ * (IBV_WC_TM_RNDV_INCOMPLETE), from the headers the NIC places in the
+ * buffer.  A request that fits a packet completes in one completion
+ * (mlx5's CONSUMED_MSG_SW_RNDV: MATCH | DATA_VALID, the headers there);
+ * a longer one in two, as mlx5 may give them (CONSUMED_SW_RNDV with MATCH
+ * only, then a final completion with DATA_VALID, no tag and a status of
+ * its own): the headers are placed only before the second.
+ */
+static void sn_srq_deliver_sw_rndv(sn_srq_t *srq, sn_qp_t *qp,
+                                   const sn_rec_t *rec, sn_tag_t *tag)
+{
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
+    const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
+    uint32_t hdr_len = (rec->len < tag->length) ? rec->len : tag->length;
+    uint32_t index   = (uint32_t)(tag - srq->tags);
+    sn_xfer_t *xfer;
+    sn_cqe_t *wc;
+
+    if (sn_unlikely(hdr_len && !sn_key_check(ctx->seg, tag->lkey, tag->addr,
+                                             hdr_len, 0))) {
+        sn_srq_consumed_failed(srq, qp, tag, rec, hdr_len,
+                               IBV_WC_LOC_PROT_ERR);
+        return;
+    }
+
+    sn_srq_tag_unlist(srq, tag);
+    if ((rec->len > srq->packet_size) &&
+        (hdr_len <= sizeof(((sn_xfer_t *)NULL)->hdr))) {
+        wc          = sn_srq_push_consumed(srq, qp, index, IBV_WC_TM_MATCH,
+                                           tmh);
+        wc->status  = IBV_WC_TM_RNDV_INCOMPLETE;
+        xfer          = sn_srq_xfer_push(srq, qp, tag, rec);
+        xfer->sw_rndv = true;
+        xfer->hdr_len = hdr_len;
+        memcpy(xfer->hdr, tmh, hdr_len);
+        return;
+    }
+    memcpy((void *)(uintptr_t)tag->addr, tmh, hdr_len);
+    wc           = sn_srq_push_consumed(srq, qp, index,
+                                        IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+                                        tmh);
+    wc->status   = IBV_WC_TM_RNDV_INCOMPLETE;
+    wc->byte_len = hdr_len;
+    sn_wc_imm_fill(wc, rec);
+}
+
+/* Matched rendezvous: MATCH now; the NIC's read, DATA_VALID and FIN later */
 static void sn_srq_deliver_rndv(sn_srq_t *srq, sn_qp_t *qp,
                                 const sn_rec_t *rec, sn_tag_t *tag)
 {
     const struct ibv_tmh *tmh = (const struct ibv_tmh *)(rec + 1);
     const struct ibv_rvh *rvh = (const struct ibv_rvh *)(tmh + 1);
-    sn_context_t *ctx = sn_ctx(srq->ibv.context);
     uint32_t rndv_len = be32toh(rvh->len);
-    uint32_t hdr_len;
     sn_xfer_t *xfer;
-    sn_cqe_t *wc;
-
-    wc           = sn_srq_push_tm_recv(srq, qp, tag, tmh);
-    wc->wc_flags = IBV_WC_TM_MATCH | sn_srq_sync_flag(srq);
-    sn_wc_imm_fill(wc, rec);
 
     if (rndv_len > tag->length) {
-        /* software finishes it: the headers go into the tagged buffer */
-        hdr_len = (rec->len < tag->length) ? rec->len : tag->length;
-        if (hdr_len && !sn_key_check(ctx->seg, tag->lkey, tag->addr,
-                                     hdr_len, 0)) {
-            wc->status = IBV_WC_LOC_PROT_ERR;
-        } else {
-            memcpy((void *)(uintptr_t)tag->addr, tmh, hdr_len);
-            wc->status = IBV_WC_TM_RNDV_INCOMPLETE;
-        }
-        wc->byte_len = hdr_len;
-    } else {
-        wc->byte_len    = rndv_len;
-        xfer            = sn_srq_xfer_push(srq, qp, tag, tmh);
-        xfer->rndv      = true;
-        xfer->byte_len  = rndv_len;
-        xfer->remote_va = be64toh(rvh->va);
-        xfer->rkey      = be32toh(rvh->rkey);
-        xfer->rndv_len  = rndv_len;
-        xfer->lkey      = tag->lkey;
-        xfer->imm_flag  = wc->wc_flags & IBV_WC_WITH_IMM;
-        xfer->imm_data  = wc->imm_data;
-        memcpy(xfer->fin, tmh, SN_TMH_LEN + SN_RVH_LEN);
-        ((struct ibv_tmh *)xfer->fin)->opcode = IBV_TMH_FIN;
+        sn_srq_deliver_sw_rndv(srq, qp, rec, tag);
+        return;
     }
-    sn_srq_tag_retire(srq, tag);
+
+    sn_srq_push_consumed(srq, qp, (uint32_t)(tag - srq->tags),
+                         IBV_WC_TM_MATCH, tmh);
+    xfer            = sn_srq_xfer_push(srq, qp, tag, rec);
+    xfer->rndv      = true;
+    xfer->byte_len  = rndv_len;
+    xfer->remote_va = be64toh(rvh->va);
+    xfer->rkey      = be32toh(rvh->rkey);
+    xfer->rndv_len  = rndv_len;
+    memcpy(xfer->fin, tmh, SN_TMH_LEN + SN_RVH_LEN);
+    ((struct ibv_tmh *)xfer->fin)->opcode = IBV_TMH_FIN;
+    sn_srq_tag_unlist(srq, tag);
 }
 
 int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
@@ -352,7 +424,7 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
     sn_qp_t *qp = xfer->qp;
     int ret;
 
-    if ((qp == NULL) || !sn_qp_connected(qp)) {
+    if (!sn_qp_connected(qp)) {
         return IBV_WC_WR_FLUSH_ERR;
     }
     if (xfer->rndv_len == 0) {
@@ -377,40 +449,73 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
 
 bool sn_srq_data_ready(const sn_srq_t *srq)
 {
-    return (srq->xfer_head != srq->xfer_tail) && sn_cq_has_room(srq->cq, 1);
+    return srq->xfer_head != srq->xfer_tail;
+}
+
+/* The NIC's read failed: the receive-only QP fails, and the failure is
+ * reported on its send CQ with nothing to name the entry (its final
+ * completion never comes: the provider never frees its handle) */
+static void sn_xfer_read_failed(sn_xfer_t *xfer, enum ibv_wc_status status)
+{
+    sn_qp_t *qp = xfer->qp;
+    sn_cqe_t *wc;
+
+    sn_debug("QP 0x%x: the NIC's rendezvous read failed: %s",
+             qp->ibv.qp_num, ibv_wc_status_str(status));
+    wc             = sn_cq_push(qp->send_cq);
+    wc->wr_id      = 0;
+    wc->status     = status;
+    wc->opcode     = IBV_WC_SEND;
+    wc->qp_num     = qp->ibv.qp_num;
+    wc->vendor_err = 0x20 + status;
+    sn_qp_set_error(qp);
 }
 
 int sn_srq_step_data(sn_srq_t *srq)
 {
+    enum ibv_wc_status status = IBV_WC_SUCCESS;
+    sn_context_t *ctx = sn_ctx(srq->ibv.context);
     sn_xfer_t *xfer;
     sn_cqe_t *wc;
-    enum ibv_wc_status status = IBV_WC_SUCCESS;
 
     if (!sn_srq_data_ready(srq)) {
         return EAGAIN;
     }
     xfer = &srq->xfers[srq->xfer_head++ & srq->xfer_mask];
+    if (xfer->qp == NULL) {
+        return 0;               /* its QP was destroyed: nothing completes */
+    }
     if (xfer->rndv) {
         status = sn_xfer_read(srq, xfer);
-        if ((status != IBV_WC_SUCCESS) && (xfer->qp != NULL)) {
-            /* as a NIC's QP would: a failed read breaks the connection */
-            sn_qp_set_error(xfer->qp);
+        if (status != IBV_WC_SUCCESS) {
+            sn_xfer_read_failed(xfer, status);
+            return 0;
         }
+    } else if (xfer->sw_rndv) {
+        if (xfer->hdr_len && !sn_key_check(ctx->seg, xfer->lkey,
+                                           xfer->local_addr, xfer->hdr_len,
+                                           0)) {
+            sn_srq_rx_error(srq, xfer->qp, IBV_WC_LOC_PROT_ERR);
+            return 0;
+        }
+        memcpy((void *)(uintptr_t)xfer->local_addr, xfer->hdr,
+               xfer->hdr_len);
+        xfer->byte_len = xfer->hdr_len;
     }
 
-    wc              = sn_cq_push(srq->cq);
-    wc->wr_id       = xfer->recv_wr_id;
-    wc->status      = status;
-    wc->opcode      = IBV_WC_TM_RECV;
-    wc->qp_num      = (xfer->qp != NULL) ? xfer->qp->ibv.qp_num : 0;
-    wc->byte_len    = (status == IBV_WC_SUCCESS) ? xfer->byte_len : 0;
-    wc->wc_flags    = IBV_WC_TM_DATA_VALID | sn_srq_sync_flag(srq) |
-                      xfer->imm_flag;
-    wc->imm_data    = xfer->imm_data;
-    wc->tm_info.tag  = xfer->tag;
-    wc->tm_info.priv = xfer->app_ctx;
+    wc            = sn_cq_push(srq->cq);
+    wc->wr_id     = 0;
+    wc->status    = IBV_WC_SUCCESS;
+    wc->opcode    = IBV_WC_TM_RECV;
+    wc->qp_num    = xfer->qp->ibv.qp_num;
+    wc->byte_len  = xfer->byte_len;
+    wc->wc_flags  = IBV_WC_TM_DATA_VALID | xfer->imm_flag;
+    wc->imm_data  = xfer->imm_data;
+    wc->kind      = SN_CQE_TM_FINAL;
+    wc->tag_index = xfer->tag_index;
+    wc->srq       = srq;
 
-    if (xfer->rndv && (status == IBV_WC_SUCCESS)) {
+    if (xfer->rndv) {
         sn_qp_send_fin(xfer->qp, xfer->fin, sizeof(xfer->fin));
     }
     return 0;

@@ -13,10 +13,11 @@
  *            than the packet size; rendezvous after the NIC's RDMA read,
  *            followed by the FIN) (softnic_resp.c).
  *
- * Phase: hw_unexp counts tagged messages judged unexpected.  Judging one
- * puts the NIC out of phase; entries added from then on (seq >=
- * match_barrier) are not matchable until an operation carrying
- * unexpected_cnt == hw_unexp brings it back in phase.
+ * Phase: hw_unexp counts tagged messages judged unexpected, in 16 bits as
+ * mlx5's counter.  Judging one puts the NIC out of phase; entries added
+ * from then on (seq >= match_barrier) are not matchable until an operation
+ * carrying unexpected_cnt == hw_unexp (16 bits) brings it back in phase.
+ * SYNC_REQ follows rdma-core's rules (sn_srq_cqe_poll), not the phase.
  */
 #include "softnic_int.h"
 
@@ -26,38 +27,21 @@
 
 /* ---- the matching list ---- */
 
-static inline uint32_t sn_tag_handle(const sn_tag_t *tag, uint32_t index)
+/* The provider gives a handle back once nothing more names it */
+static void sn_tag_release(sn_srq_t *srq, sn_tag_t *tag)
 {
-    return (tag->gen << SN_TAG_INDEX_BITS) | index;
-}
-
-static inline uint32_t sn_tag_index(const sn_srq_t *srq, const sn_tag_t *tag)
-{
-    return (uint32_t)(tag - srq->tags);
-}
-
-/* A consumed or deleted entry is reusable once no pending op names it */
-static void sn_tag_try_free(sn_srq_t *srq, sn_tag_t *tag)
-{
-    if ((tag->state != SN_TAG_DEAD) ||
-        (srq->tag_refs[sn_tag_index(srq, tag)] != 0)) {
-        return;
+    if (--tag->expect_cqe == 0) {
+        tag->next_free = srq->tag_free;
+        srq->tag_free  = tag;
     }
-    tag->state = SN_TAG_FREE;
-    tag->gen   = (tag->gen + 1) & ((1u << (32 - SN_TAG_INDEX_BITS)) - 1);
-    if (tag->gen == 0) {
-        tag->gen = 1;
-    }
-    sn_list_add_tail(&srq->tag_free, &tag->link);
 }
 
-/* Takes an entry out of the list (consumed by a message or deleted) */
-void sn_srq_tag_retire(sn_srq_t *srq, sn_tag_t *tag)
+/* The NIC takes an entry out of its list (consumed by a message or
+ * deleted); the provider learns it from the completions */
+void sn_srq_tag_unlist(sn_srq_t *srq, sn_tag_t *tag)
 {
     tm_matcher_remove(&srq->listed, &tag->entry);
-    tag->state = SN_TAG_DEAD;
-    --srq->tags_used;
-    sn_tag_try_free(srq, tag);
+    tag->listed = false;
 }
 
 void sn_srq_go_out_of_phase(sn_srq_t *srq)
@@ -69,11 +53,87 @@ void sn_srq_go_out_of_phase(sn_srq_t *srq)
     }
 }
 
+/* The NIC's count is 16 bits, and so is the one a work request carries */
 static void sn_srq_sync(sn_srq_t *srq, uint32_t unexpected_cnt)
 {
-    if (unexpected_cnt == srq->hw_unexp) {
+    if ((uint16_t)unexpected_cnt == srq->hw_unexp) {
         srq->in_phase      = true;
         srq->match_barrier = UINT64_MAX;
+    }
+}
+
+/*
+ * What rdma-core's mlx5 provider does when a tag-matching completion is
+ * polled (providers/mlx5/cq.c handle_tag_matching):
+ *  - a consumed entry's completion takes the wr_id the handle holds now,
+ *    or fails with IBV_WC_GENERAL_ERR if the handle is free; its final
+ *    completion gives a reference back;
+ *  - an ADD or DEL completion gives the operation's reference back (a
+ *    successful DEL the entry's too), and asks for SYNC when the NIC's
+ *    count differs from the one the entry's ADD carried;
+ *  - an unexpected message asks for SYNC only when more than 0x3fff are
+ *    not acknowledged by a count-carrying ADD.
+ * SYNC_REQ is never set otherwise (not on SYNC, TM_RECV or NO_TAG).
+ */
+void sn_srq_cqe_poll(sn_cqe_t *cqe)
+{
+    sn_srq_t *srq = cqe->srq;
+    sn_tag_t *tag;
+
+    if (srq == NULL) {
+        return;                 /* its SRQ is gone */
+    }
+    tag = (cqe->tag_index != SN_NO_TAG) ? &srq->tags[cqe->tag_index] : NULL;
+
+    switch (cqe->kind) {
+    case SN_CQE_TM_CONSUMED:
+    case SN_CQE_TM_FINAL:
+        if (tag->expect_cqe <= 0) {
+            cqe->status = IBV_WC_GENERAL_ERR;
+            break;
+        }
+        cqe->wr_id = tag->recv_wr_id;
+        if (cqe->kind == SN_CQE_TM_FINAL) {
+            sn_tag_release(srq, tag);
+        }
+        break;
+    case SN_CQE_TM_OP:
+        srq->op_retired = cqe->op_seq + 1;  /* it and those before it */
+        if (tag == NULL) {
+            break;              /* SYNC */
+        }
+        sn_tag_release(srq, tag);
+        if ((cqe->opcode == IBV_WC_TM_DEL) &&
+            (cqe->status == IBV_WC_SUCCESS)) {
+            sn_tag_release(srq, tag);
+        }
+        /* the full count the ADD carried against the NIC's 16 bits, as
+         * rdma-core compares them: a count past 0xffff always asks */
+        if ((uint32_t)cqe->hw_phase != tag->phase_cnt) {
+            cqe->wc_flags |= IBV_WC_TM_SYNC_REQ;
+        }
+        break;
+    case SN_CQE_TM_UNEXP:
+        ++srq->unexp_in;
+        if (srq->unexp_in - srq->unexp_out > SN_MAX_SYNC_DIFF) {
+            cqe->wc_flags |= IBV_WC_TM_SYNC_REQ;
+        }
+        break;
+    }
+    cqe->kind = SN_CQE_PLAIN;
+}
+
+/* CQEs of a destroyed SRQ no longer name it */
+static void sn_srq_forget_cqes(sn_srq_t *srq)
+{
+    sn_cq_t *cq = srq->cq;
+    uint32_t i;
+
+    for (i = cq->head; i != cq->tail; ++i) {
+        if (cq->cqe[i & (cq->depth - 1)].srq == srq) {
+            cq->cqe[i & (cq->depth - 1)].srq  = NULL;
+            cq->cqe[i & (cq->depth - 1)].kind = SN_CQE_PLAIN;
+        }
     }
 }
 
@@ -101,7 +161,6 @@ static void sn_srq_free(sn_srq_t *srq)
     tm_matcher_cleanup(&srq->listed);
     free(srq->rbufs);
     free(srq->tags);
-    free(srq->tag_refs);
     free(srq->ops);
     free(srq->xfers);
     free(srq);
@@ -153,19 +212,16 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
     srq->xfer_mask = sn_roundup_pow2(srq->max_tags) - 1;
     srq->rbufs     = calloc(srq->rbuf_mask + 1, sizeof(*srq->rbufs));
     srq->tags      = calloc(srq->max_tags, sizeof(*srq->tags));
-    srq->tag_refs  = calloc(srq->max_tags, sizeof(*srq->tag_refs));
     srq->ops       = calloc(srq->max_ops, sizeof(*srq->ops));
     srq->xfers     = calloc(srq->xfer_mask + 1, sizeof(*srq->xfers));
-    if (!srq->rbufs || !srq->tags || !srq->tag_refs || !srq->ops ||
-        !srq->xfers || (tm_matcher_init(&srq->listed,
-                                        &srq->next_add_seq) != 0)) {
+    if (!srq->rbufs || !srq->tags || !srq->ops || !srq->xfers ||
+        (tm_matcher_init(&srq->listed, &srq->next_add_seq) != 0)) {
         ret = ENOMEM;
         goto err_free;
     }
-    sn_list_init(&srq->tag_free);
-    for (i = 0; i < srq->max_tags; ++i) {
-        srq->tags[i].gen = 1;
-        sn_list_add_tail(&srq->tag_free, &srq->tags[i].link);
+    for (i = srq->max_tags; i > 0; --i) {
+        srq->tags[i - 1].next_free = srq->tag_free;
+        srq->tag_free              = &srq->tags[i - 1];
     }
     sn_list_init(&srq->qps);
     srq->rr_next = &srq->qps;
@@ -207,6 +263,7 @@ int softnic_destroy_srq(struct ibv_srq *ibv_srq)
         }
     }
     sn_srq_destroy_qps(srq);
+    sn_srq_forget_cqes(srq);
     if (sn_shm_is_ours(&srq->shm)) {
         atomic_store(&srq->seg->hdr.closed, 1);
     }
@@ -257,14 +314,19 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
     return ret;
 }
 
-/* Checks and queues one list operation; nothing changes if it fails */
+/* sn_op_t::flags beside IBV_OPS_*: a DEL naming a free handle, which holds
+ * no reference to it */
+#define SN_OP_F_NO_REF         0x80
+
+/* Checks and queues one list operation, as rdma-core's mlx5 provider does
+ * (mlx5_post_srq_ops): nothing changes if it fails */
 static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
 {
     sn_op_t *op;
-    sn_tag_t *tag;
-    uint32_t index;
+    sn_tag_t *tag = NULL;
+    uint8_t priv  = 0;
 
-    if (srq->op_tail - srq->op_head >= srq->max_ops) {
+    if (srq->op_tail - srq->op_retired >= srq->max_ops) {
         return ENOMEM;
     }
     op = &srq->ops[srq->op_tail % srq->max_ops];
@@ -274,52 +336,62 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
         if ((wr->tm.add.num_sge < 0) || (wr->tm.add.num_sge > 1)) {
             return EINVAL;
         }
-        if ((srq->tags_used >= srq->max_tags) ||
-            sn_list_empty(&srq->tag_free) ||
+        if ((srq->tag_free == NULL) ||
             (tm_matcher_reserve(&srq->listed, wr->tm.add.mask,
                                 srq->max_tags) != 0)) {
-            return ENOMEM;
+            return ENOMEM;      /* the list is full */
         }
-        tag = sn_container_of(srq->tag_free.next, sn_tag_t, link);
-        sn_list_del(&tag->link);
-        index           = sn_tag_index(srq, tag);
-        tag->state      = SN_TAG_POSTED;
-        tag->tag        = wr->tm.add.tag;
-        tag->mask       = wr->tm.add.mask;
+        tag             = srq->tag_free;
+        srq->tag_free   = tag->next_free;
+        tag->next_free  = NULL;
         tag->recv_wr_id = wr->tm.add.recv_wr_id;
-        tag->addr       = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].addr : 0;
-        tag->length     = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].length : 0;
-        tag->lkey       = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].lkey : 0;
-        ++srq->tags_used;
-        ++srq->tag_refs[index];
-        wr->tm.handle = sn_tag_handle(tag, index);
-        op->index     = index;
-        op->gen       = tag->gen;
+        if (wr->flags & IBV_OPS_TM_SYNC) {
+            srq->unexp_out = wr->tm.unexpected_cnt;
+        }
+        tag->phase_cnt  = srq->unexp_out;
+        ++tag->expect_cqe;      /* its final completion */
+        op->index       = (uint32_t)(tag - srq->tags);
+        op->tag         = wr->tm.add.tag;
+        op->mask        = wr->tm.add.mask;
+        op->addr        = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].addr : 0;
+        op->length      = wr->tm.add.num_sge ?
+                          wr->tm.add.sg_list[0].length : 0;
+        op->lkey        = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].lkey : 0;
+        wr->tm.handle   = op->index;
         break;
     case IBV_WR_TAG_DEL:
-        index = wr->tm.handle & SN_MAX_NUM_TAGS;
-        if (index >= srq->max_tags) {
+        /* the handle is not checked (rdma-core does not either) */
+        if (wr->tm.handle >= srq->max_tags) {
             return EINVAL;
         }
-        op->index = index;
-        op->gen   = wr->tm.handle >> SN_TAG_INDEX_BITS;
-        /* a stale handle (entry long gone) fails at processing: TM_ERR */
-        if ((srq->tags[index].gen == op->gen) &&
-            (srq->tags[index].state != SN_TAG_FREE)) {
-            ++srq->tag_refs[index];
+        tag       = &srq->tags[wr->tm.handle];
+        op->index = wr->tm.handle;
+        if (tag->expect_cqe == 0) {
+            /* a free handle: the NIC fails the REMOVE (TM_ERR); taking a
+             * reference would free the handle a second time (mlx5's
+             * provider corrupts its free list so, or refuses the DEL in a
+             * debug build) */
+            tag   = NULL;
+            priv |= SN_OP_F_NO_REF;
+        } else if (!(wr->flags & IBV_OPS_SIGNALED)) {
+            sn_tag_release(srq, tag);
+            tag = NULL;
         }
         break;
     case IBV_WR_TAG_SYNC:
-        op->index = 0;
-        op->gen   = 0;
+        op->index = SN_NO_TAG;
         break;
     default:
         return EINVAL;
     }
 
+    if ((tag != NULL) && (wr->flags & IBV_OPS_SIGNALED)) {
+        ++tag->expect_cqe;      /* the operation's completion */
+    }
     op->wr_id          = wr->wr_id;
     op->opcode         = (uint8_t)wr->opcode;
-    op->flags          = (uint8_t)wr->flags;
+    op->flags          = (uint8_t)(wr->flags & (IBV_OPS_SIGNALED |
+                                            IBV_OPS_TM_SYNC)) | priv;
     op->unexpected_cnt = wr->tm.unexpected_cnt;
     ++srq->op_tail;
     return 0;
@@ -346,14 +418,49 @@ int sn_post_srq_ops(struct ibv_srq *ibv_srq, struct ibv_ops_wr *wr,
 
 bool sn_srq_op_ready(const sn_srq_t *srq)
 {
-    return (srq->op_head != srq->op_tail) && sn_cq_has_room(srq->cq, 1);
+    return srq->op_head != srq->op_tail;
+}
+
+/* APPEND: the NIC lists the entry at the handle's index, whatever was
+ * there (a handle given out twice overwrites) */
+static enum ibv_wc_status sn_srq_op_add(sn_srq_t *srq, const sn_op_t *op)
+{
+    sn_tag_t *tag = &srq->tags[op->index];
+
+    if (tag->listed) {
+        sn_srq_tag_unlist(srq, tag);
+    }
+    tag->tag    = op->tag;
+    tag->mask   = op->mask;
+    tag->addr   = op->addr;
+    tag->length = op->length;
+    tag->lkey   = op->lkey;
+    /* room was reserved when the ADD was posted */
+    if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
+                        tag) != 0) {
+        return IBV_WC_GENERAL_ERR;
+    }
+    tag->listed = true;
+    return IBV_WC_SUCCESS;
+}
+
+/* REMOVE: deletes whatever the index holds now; fails if it holds nothing
+ * (a message consumed it) */
+static enum ibv_wc_status sn_srq_op_del(sn_srq_t *srq, const sn_op_t *op)
+{
+    sn_tag_t *tag = &srq->tags[op->index];
+
+    if (!tag->listed) {
+        return IBV_WC_TM_ERR;
+    }
+    sn_srq_tag_unlist(srq, tag);
+    return IBV_WC_SUCCESS;
 }
 
 int sn_srq_step_op(sn_srq_t *srq)
 {
     enum ibv_wc_status status = IBV_WC_SUCCESS;
     enum ibv_wc_opcode opcode;
-    sn_tag_t *tag = NULL;
     sn_cqe_t *wc;
     sn_op_t *op;
 
@@ -370,34 +477,12 @@ int sn_srq_step_op(sn_srq_t *srq)
 
     switch (op->opcode) {
     case IBV_WR_TAG_ADD:
-        opcode       = IBV_WC_TM_ADD;
-        tag          = &srq->tags[op->index];
-        --srq->tag_refs[op->index];
-        /* room was reserved when the ADD was posted */
-        if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
-                            tag) != 0) {
-            status = IBV_WC_GENERAL_ERR;
-            tag->state = SN_TAG_DEAD;
-            --srq->tags_used;
-            sn_tag_try_free(srq, tag);
-            break;
-        }
-        tag->state = SN_TAG_LISTED;
+        opcode = IBV_WC_TM_ADD;
+        status = sn_srq_op_add(srq, op);
         break;
     case IBV_WR_TAG_DEL:
         opcode = IBV_WC_TM_DEL;
-        tag    = &srq->tags[op->index];
-        if ((tag->gen != op->gen) || (tag->state == SN_TAG_FREE)) {
-            status = IBV_WC_TM_ERR;     /* consumed and reused long ago */
-            break;
-        }
-        --srq->tag_refs[op->index];
-        if (tag->state == SN_TAG_LISTED) {
-            sn_srq_tag_retire(srq, tag);
-        } else {
-            status = IBV_WC_TM_ERR;     /* a message consumed it first */
-            sn_tag_try_free(srq, tag);
-        }
+        status = sn_srq_op_del(srq, op);
         break;
     default:
         opcode = IBV_WC_TM_SYNC;
@@ -405,12 +490,17 @@ int sn_srq_step_op(sn_srq_t *srq)
     }
 
     if (op->flags & IBV_OPS_SIGNALED) {
-        wc           = sn_cq_push(srq->cq);
-        wc->wr_id    = op->wr_id;
-        wc->status   = status;
-        wc->opcode   = opcode;
-        wc->qp_num   = 0;
-        wc->wc_flags = sn_srq_sync_flag(srq);
+        wc            = sn_cq_push(srq->cq);
+        wc->wr_id     = op->wr_id;
+        wc->status    = status;
+        wc->opcode    = opcode;
+        wc->qp_num    = 0;
+        wc->kind      = SN_CQE_TM_OP;
+        wc->hw_phase  = srq->hw_unexp;
+        wc->tag_index = ((opcode == IBV_WC_TM_SYNC) ||
+                         (op->flags & SN_OP_F_NO_REF)) ? SN_NO_TAG : op->index;
+        wc->op_seq    = srq->op_head - 1;
+        wc->srq       = srq;
     }
     return 0;
 }

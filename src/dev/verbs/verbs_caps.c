@@ -219,6 +219,23 @@ int tm_verbs_gid_is_ipv4(const union ibv_gid *gid)
     return !memcmp(gid->raw, prefix, sizeof(prefix));
 }
 
+/* fec0:0000:FLID:SUBNET::/64 (UCX's UCT_IB_SITE_LOCAL_FLID_MASK) */
+uint16_t tm_verbs_gid_flid(const union ibv_gid *gid)
+{
+    static const uint8_t prefix[4] = {0xfe, 0xc0, 0, 0};
+
+    if (memcmp(gid->raw, prefix, sizeof(prefix)) != 0) {
+        return 0;
+    }
+    return tm_verbs_get16(&gid->raw[4]);
+}
+
+/* The subnet of a site-local GID: the low 16 bits of its prefix */
+static uint16_t tm_verbs_gid_subnet16(const union ibv_gid *gid)
+{
+    return tm_verbs_get16(&gid->raw[6]);
+}
+
 int tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
                             const tm_verbs_peer_t *peer)
 {
@@ -231,8 +248,50 @@ int tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
         return tm_verbs_gid_is_ipv4(gid) == tm_verbs_gid_is_ipv4(&peer->gid);
     }
 
-    /* InfiniBand: the same subnet, so that the LID alone routes */
-    return gid->global.subnet_prefix == peer->gid.global.subnet_prefix;
+    /* InfiniBand: the same subnet, where the LID routes; or, across
+     * subnets, routers forwarding by FLID, which both ports need (a port
+     * with a FLID has its own prefix, so two ports of one subnet get here
+     * too) */
+    return (gid->global.subnet_prefix == peer->gid.global.subnet_prefix) ||
+           ((tm_verbs_gid_flid(gid) != 0) &&
+            (tm_verbs_gid_flid(&peer->gid) != 0));
+}
+
+/* The LID a packet to the peer carries.  In another subnet the peer's own
+ * LID means nothing to our switches: the routers take the peer's FLID (UCX
+ * 1.16 and later: uct_ib_iface_resolve_remote_flid).  In our own subnet,
+ * even between site-local GIDs, the LID routes. */
+static uint16_t tm_verbs_peer_dlid(const tm_verbs_local_t *local,
+                                   const tm_verbs_peer_t *peer)
+{
+    if (!tm_verbs_is_eth(local->link_layer) &&
+        (tm_verbs_gid_flid(&local->gid) != 0) &&
+        (tm_verbs_gid_flid(&peer->gid) != 0) &&
+        (tm_verbs_gid_subnet16(&local->gid) !=
+         tm_verbs_gid_subnet16(&peer->gid))) {
+        return tm_verbs_gid_flid(&peer->gid);
+    }
+    return peer->lid;
+}
+
+void tm_verbs_ah_attr_fill(const tm_verbs_local_t *local,
+                           const tm_verbs_peer_t *peer,
+                           struct ibv_ah_attr *ah)
+{
+    int global = tm_verbs_is_eth(local->link_layer) ||
+                 (local->port_flags & IBV_QPF_GRH_REQUIRED) ||
+                 (local->gid.global.subnet_prefix !=
+                  peer->gid.global.subnet_prefix);
+
+    memset(ah, 0, sizeof(*ah));
+    ah->port_num = local->port_num;
+    ah->dlid     = tm_verbs_peer_dlid(local, peer);
+    if (global) {
+        ah->is_global      = 1;
+        ah->grh.dgid       = peer->gid;
+        ah->grh.sgid_index = local->gid_index;
+        ah->grh.hop_limit  = TM_VERBS_HOP_LIMIT;
+    }
 }
 
 

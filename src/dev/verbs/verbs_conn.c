@@ -142,50 +142,22 @@ static struct ibv_qp *tm_verbs_probe_qp(tm_verbs_dev_t *dev,
     attr->cap.max_send_sge    = dev->lim.max_send_sge;
     attr->cap.max_inline_data = max_inline;
     attr->qp_type             = IBV_QPT_RC;
+    errno                     = 0;
     return dev->lib->create_qp(dev->pd, attr);
 }
 
 int tm_verbs_probe_queues(tm_verbs_dev_t *dev)
 {
-    struct ibv_cq_init_attr_ex cq_attr;
-    struct ibv_srq_init_attr_ex srq_attr;
     struct ibv_qp_init_attr init;
     struct ibv_srq *srq;
     struct ibv_cq_ex *cq;
     struct ibv_qp *qp;
-    int ret = 0;
+    int ret;
 
-    memset(&cq_attr, 0, sizeof(cq_attr));
-    cq_attr.cqe      = 4;
-    cq_attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM |
-                       IBV_WC_EX_WITH_TM_INFO;
-    errno = 0;
-    cq    = ibv_create_cq_ex(dev->ctx, &cq_attr);
-    if (cq == NULL) {
-        ret = (errno != 0) ? errno : ENOMEM;
-        tm_dev_debug("verbs: %s: probe CQ failed: %s", dev->super.name,
-                     strerror(ret));
+    ret = tm_verbs_probe_srq_create(dev->lib, dev->ctx, dev->pd,
+                                    dev->super.name, &cq, &srq);
+    if (ret != 0) {
         return ret;
-    }
-
-    memset(&srq_attr, 0, sizeof(srq_attr));
-    srq_attr.attr.max_wr         = 1;
-    srq_attr.attr.max_sge        = 1;
-    srq_attr.comp_mask           = IBV_SRQ_INIT_ATTR_TYPE |
-                                   IBV_SRQ_INIT_ATTR_PD |
-                                   IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
-    srq_attr.srq_type            = IBV_SRQT_TM;
-    srq_attr.pd                  = dev->pd;
-    srq_attr.cq                  = ibv_cq_ex_to_cq(cq);
-    srq_attr.tm_cap.max_num_tags = 1;
-    srq_attr.tm_cap.max_ops      = 1;
-    errno = 0;
-    srq   = ibv_create_srq_ex(dev->ctx, &srq_attr);
-    if (srq == NULL) {
-        ret = (errno != 0) ? errno : ENOMEM;
-        tm_dev_debug("verbs: %s: cannot create a TM-SRQ: %s",
-                     dev->super.name, strerror(ret));
-        goto out_cq;
     }
 
     qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MAX_INLINE, &init);
@@ -196,14 +168,11 @@ int tm_verbs_probe_queues(tm_verbs_dev_t *dev)
         ret = (errno != 0) ? errno : ENOMEM;
         tm_dev_debug("verbs: %s: cannot create an RC QP on a TM-SRQ: %s",
                      dev->super.name, strerror(ret));
-        goto out_srq;
+    } else {
+        dev->lim.max_inline = init.cap.max_inline_data;
+        dev->lib->destroy_qp(qp);
     }
-    dev->lim.max_inline = init.cap.max_inline_data;
-    dev->lib->destroy_qp(qp);
-out_srq:
-    dev->lib->destroy_srq(srq);
-out_cq:
-    dev->lib->destroy_cq(ibv_cq_ex_to_cq(cq));
+    tm_verbs_probe_srq_destroy(dev->lib, cq, srq);
     return ret;
 }
 
@@ -251,27 +220,19 @@ void tm_dev_conn_addr(tm_dev_conn_t *tconn, void *addr)
                             dev->port_attr.lid, &tx, &rx, &dev->gid);
 }
 
-/* Route to the peer: the LID within an InfiniBand subnet; the GID (GRH)
- * across subnets, always on RoCE, and where the port requires it (as the
- * software NIC's does: its GID names the peer) */
+/* Route to the peer from our port (tm_verbs_ah_attr_fill) */
 static void tm_verbs_ah_attr(const tm_verbs_dev_t *dev,
                              const tm_verbs_peer_t *peer,
                              struct ibv_ah_attr *ah)
 {
-    int global = (dev->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET) ||
-                 (dev->port_attr.flags & IBV_QPF_GRH_REQUIRED) ||
-                 (dev->gid.global.subnet_prefix !=
-                  peer->gid.global.subnet_prefix);
+    tm_verbs_local_t local;
 
-    memset(ah, 0, sizeof(*ah));
-    ah->port_num = dev->port_num;
-    ah->dlid     = peer->lid;
-    if (global) {
-        ah->is_global      = 1;
-        ah->grh.dgid       = peer->gid;
-        ah->grh.sgid_index = dev->gid_index;
-        ah->grh.hop_limit  = TM_VERBS_HOP_LIMIT;
-    }
+    local.link_layer = dev->port_attr.link_layer;
+    local.port_num   = dev->port_num;
+    local.gid_index  = dev->gid_index;
+    local.port_flags = dev->port_attr.flags;
+    local.gid        = dev->gid;
+    tm_verbs_ah_attr_fill(&local, peer, ah);
 }
 
 /* INIT -> RTR: remote is the peer QP it talks to */

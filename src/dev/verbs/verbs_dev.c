@@ -2,11 +2,12 @@
  * Verbs backend: device discovery, open/close, capabilities, addresses and
  * memory registration.
  *
- * A NIC is listed when it reports RC tag matching (IBV_TM_CAP_RC, a
- * non-empty matching list) and has an active port.  Where rdma-core finds
- * no device at all, or the kernel has no RDMA support, nothing is listed
- * and the reason goes to the debug log: the software NIC then remains, and
- * it is always listed.
+ * A device is listed when it reports RC tag matching (IBV_TM_CAP_RC, a
+ * non-empty matching list) and has an active port, on which, if it is
+ * Ethernet, a TM-SRQ can really be created.  The software NIC is probed in
+ * the same way (its port may be Ethernet).  Where rdma-core finds no device
+ * at all, or the kernel has no RDMA support, nothing is listed and the
+ * reason goes to the debug log: the software NIC then remains.
  */
 #include "verbs_dev.h"
 
@@ -46,6 +47,27 @@ static int tm_verbs_port_active(struct ibv_context *ctx, uint8_t nports,
         }
     }
     return ENETDOWN;
+}
+
+/*
+ * An Ethernet (RoCE) port: mlx5 cannot create a TM-SRQ there (its internal
+ * command QP is connected without a GRH, which the kernel refuses on
+ * Ethernet with EINVAL), though the device reports tag matching.  Only
+ * trying tells, and a device that cannot would be preferred to the
+ * software NIC and then fail to open.
+ */
+static int tm_verbs_probe_eth(const tm_verbs_lib_t *lib,
+                              struct ibv_context *ctx, const char *name,
+                              uint8_t port)
+{
+    int ret = tm_verbs_probe_tm_srq(lib, ctx, name);
+
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: port %u is Ethernet (RoCE) and no TM-SRQ "
+                     "can be created on it: %s (errno %d), skipped", name,
+                     port, strerror(ret), ret);
+    }
+    return ret;
 }
 
 /* 0 when a NIC can serve as a TM device, else why not (debug log) */
@@ -100,10 +122,18 @@ static int tm_verbs_probe(const tm_verbs_lib_t *lib, struct ibv_device *device)
         goto out;
     }
 
+    if (tm_verbs_is_eth(port_attr.link_layer)) {
+        ret = tm_verbs_probe_eth(lib, ctx, name, port);
+        if (ret != 0) {
+            goto out;
+        }
+    }
+
     tm_dev_debug("verbs: %s: tag matching on RC, %u tags, %u list ops, "
-                 "rendezvous header %u bytes, port %u active", name,
+                 "rendezvous header %u bytes, port %u active (%s)", name,
                  attr.tm_caps.max_num_tags, attr.tm_caps.max_ops,
-                 attr.tm_caps.max_rndv_hdr_size, port);
+                 attr.tm_caps.max_rndv_hdr_size, port,
+                 tm_verbs_is_eth(port_attr.link_layer) ? "RoCE" : "IB");
 out:
     lib->close_device(ctx);
     return ret;

@@ -47,7 +47,9 @@ extern "C" {
 #define TM_VERBS_TIMEOUT             18     /* 4.096us * 2^18 ~ 1.07 s */
 #define TM_VERBS_RETRY_CNT           7
 #define TM_VERBS_RNR_RETRY           7      /* infinite: RNR is flow control */
-#define TM_VERBS_MIN_RNR_TIMER       23     /* 30.72 ms */
+#define TM_VERBS_MIN_RNR_TIMER       13     /* 0.96 ms: UCX 1.13's RC
+                                               RNR_TIMEOUT=1ms, encoded by
+                                               uct_ib_to_rnr_fabric_time */
 #define TM_VERBS_HOP_LIMIT           64
 
 /* Completions a poll of a CQ without TM information reads at once */
@@ -165,6 +167,20 @@ static inline const tm_verbs_lib_t *tm_verbs_lib_of(tm_dev_t *dev)
  * it can create a TM-SRQ at all */
 int tm_verbs_probe_queues(tm_verbs_dev_t *dev);
 
+/* verbs_queue.c: the probes' extended CQ and one-entry TM-SRQ on PD pd.
+ * 0, or the errno of what failed (logged; nothing is left created). */
+int  tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
+                               struct ibv_context *ctx, struct ibv_pd *pd,
+                               const char *name, struct ibv_cq_ex **cq_p,
+                               struct ibv_srq **srq_p);
+void tm_verbs_probe_srq_destroy(const tm_verbs_lib_t *lib,
+                                struct ibv_cq_ex *cq, struct ibv_srq *srq);
+
+/* Whether a TM-SRQ can be created on the device at all: a PD, a CQ and a
+ * TM-SRQ, destroyed again.  0, or the errno of what failed. */
+int  tm_verbs_probe_tm_srq(const tm_verbs_lib_t *lib, struct ibv_context *ctx,
+                           const char *name);
+
 
 /* Pure helpers (tested without hardware) */
 
@@ -203,9 +219,37 @@ static inline int tm_verbs_is_eth(uint8_t link_layer)
 /* ::ffff:a.b.c.d, the form RoCE v2 gives an IPv4 address */
 int  tm_verbs_gid_is_ipv4(const union ibv_gid *gid);
 
-/* Whether a peer with this device address can be reached from ours */
+/*
+ * InfiniBand routing by FLID (UCX 1.16 and later, UCX_IB_FLID_ROUTE): a
+ * site-local GID fec0:0000:FFFF:SSSS::/64 carries the port's FLID (its LID
+ * in the fabric-wide range that the routers forward) in bytes 4-5 and the
+ * subnet in bytes 6-7.  0 when gid has no FLID.
+ */
+uint16_t tm_verbs_gid_flid(const union ibv_gid *gid);
+
+/* Whether a peer with this device address can be reached from ours.
+ * InfiniBand: the same subnet prefix, or a FLID on both sides. */
 int  tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
                              const tm_verbs_peer_t *peer);
+
+/* Where a route to a peer starts: our port and the GID it sends from */
+typedef struct tm_verbs_local {
+    uint8_t             link_layer;
+    uint8_t             port_num;
+    uint8_t             gid_index;
+    uint32_t            port_flags;         /* ibv_port_attr.flags */
+    union ibv_gid       gid;
+} tm_verbs_local_t;
+
+/*
+ * The address vector to a peer.  DLID: on InfiniBand the peer's FLID when
+ * it is in another subnet and both ports have one (the routers forward by
+ * it), else its LID.  GRH (peer GID, our GID index, hop limit): on RoCE,
+ * across subnet prefixes, and where the port requires one.
+ */
+void tm_verbs_ah_attr_fill(const tm_verbs_local_t *local,
+                           const tm_verbs_peer_t *peer,
+                           struct ibv_ah_attr *ah);
 
 /*
  * Turns the completion an extended CQ points at into a tm_dev_wc_t.

@@ -24,6 +24,7 @@ const tm_verbs_lib_t tm_verbs_libibverbs = {
     .dereg_mr         = ibv_dereg_mr,
     .create_qp        = ibv_create_qp,
     .modify_qp        = ibv_modify_qp,
+    .query_qp         = ibv_query_qp,
     .destroy_qp       = ibv_destroy_qp,
     .destroy_cq       = ibv_destroy_cq,
     .destroy_srq      = ibv_destroy_srq,
@@ -31,7 +32,8 @@ const tm_verbs_lib_t tm_verbs_libibverbs = {
 
 const tm_verbs_lib_t tm_verbs_softnic = {
     .name             = "software NIC",
-    .probe            = 0,
+    /* probed as a NIC is: its port may be Ethernet (SOFTNIC_LINK_LAYER) */
+    .probe            = 1,
     .get_device_list  = softnic_get_device_list,
     .free_device_list = softnic_free_device_list,
     .get_device_name  = softnic_get_device_name,
@@ -45,6 +47,7 @@ const tm_verbs_lib_t tm_verbs_softnic = {
     .dereg_mr         = softnic_dereg_mr,
     .create_qp        = softnic_create_qp,
     .modify_qp        = softnic_modify_qp,
+    .query_qp         = softnic_query_qp,
     .destroy_qp       = softnic_destroy_qp,
     .destroy_cq       = softnic_destroy_cq,
     .destroy_srq      = softnic_destroy_srq,

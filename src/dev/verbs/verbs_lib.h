@@ -18,8 +18,9 @@
 
 struct tm_verbs_lib {
     const char *name;             /* "libibverbs", "software NIC" */
-    int        probe;             /* devices must prove tag matching and an
-                                     active port before they are listed */
+    int        probe;             /* devices must prove tag matching, an
+                                     active port and, on Ethernet, a TM-SRQ
+                                     before they are listed */
     struct ibv_device **(*get_device_list)(int *num_devices);
     void        (*free_device_list)(struct ibv_device **list);
     const char *(*get_device_name)(struct ibv_device *device);
@@ -39,6 +40,8 @@ struct tm_verbs_lib {
                                 struct ibv_qp_init_attr *attr);
     int         (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                              int attr_mask);
+    int         (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+                            int attr_mask, struct ibv_qp_init_attr *init_attr);
     int         (*destroy_qp)(struct ibv_qp *qp);
     int         (*destroy_cq)(struct ibv_cq *cq);
     int         (*destroy_srq)(struct ibv_srq *srq);

@@ -270,3 +270,88 @@ void tm_dev_destroy_srq(tm_dev_srq_t *tsrq)
     }
     free(srq);
 }
+
+
+/*
+ * The probes' queues: an extended CQ and a one-entry TM-SRQ on it, created
+ * at open (tm_verbs_probe_queues) and, for a port on Ethernet, when listing
+ */
+int tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
+                              struct ibv_context *ctx, struct ibv_pd *pd,
+                              const char *name, struct ibv_cq_ex **cq_p,
+                              struct ibv_srq **srq_p)
+{
+    struct ibv_cq_init_attr_ex cq_attr;
+    struct ibv_srq_init_attr_ex srq_attr;
+    struct ibv_cq_ex *cq;
+    struct ibv_srq *srq;
+    int ret;
+
+    memset(&cq_attr, 0, sizeof(cq_attr));
+    cq_attr.cqe      = 4;
+    cq_attr.wc_flags = TM_VERBS_CQ_WC_FLAGS;
+    errno = 0;
+    cq    = ibv_create_cq_ex(ctx, &cq_attr);
+    if (cq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: probe CQ failed: %s", name, strerror(ret));
+        return ret;
+    }
+
+    memset(&srq_attr, 0, sizeof(srq_attr));
+    srq_attr.attr.max_wr         = 1;
+    srq_attr.attr.max_sge        = 1;
+    srq_attr.comp_mask           = IBV_SRQ_INIT_ATTR_TYPE |
+                                   IBV_SRQ_INIT_ATTR_PD |
+                                   IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+    srq_attr.srq_type            = IBV_SRQT_TM;
+    srq_attr.pd                  = pd;
+    srq_attr.cq                  = ibv_cq_ex_to_cq(cq);
+    srq_attr.tm_cap.max_num_tags = 1;
+    srq_attr.tm_cap.max_ops      = 1;
+    errno = 0;
+    srq   = ibv_create_srq_ex(ctx, &srq_attr);
+    if (srq == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: cannot create a TM-SRQ: %s", name,
+                     strerror(ret));
+        lib->destroy_cq(ibv_cq_ex_to_cq(cq));
+        return ret;
+    }
+
+    *cq_p  = cq;
+    *srq_p = srq;
+    return 0;
+}
+
+void tm_verbs_probe_srq_destroy(const tm_verbs_lib_t *lib,
+                                struct ibv_cq_ex *cq, struct ibv_srq *srq)
+{
+    lib->destroy_srq(srq);
+    lib->destroy_cq(ibv_cq_ex_to_cq(cq));
+}
+
+int tm_verbs_probe_tm_srq(const tm_verbs_lib_t *lib, struct ibv_context *ctx,
+                          const char *name)
+{
+    struct ibv_cq_ex *cq;
+    struct ibv_srq *srq;
+    struct ibv_pd *pd;
+    int ret;
+
+    errno = 0;
+    pd    = lib->alloc_pd(ctx);
+    if (pd == NULL) {
+        ret = (errno != 0) ? errno : ENOMEM;
+        tm_dev_debug("verbs: %s: ibv_alloc_pd() failed: %s", name,
+                     strerror(ret));
+        return ret;
+    }
+
+    ret = tm_verbs_probe_srq_create(lib, ctx, pd, name, &cq, &srq);
+    if (ret == 0) {
+        tm_verbs_probe_srq_destroy(lib, cq, srq);
+    }
+    lib->dealloc_pd(pd);
+    return ret;
+}

@@ -44,8 +44,8 @@ static void uct_rc_tm_ep_complete_ops(uct_rc_tm_ep_t *ep, uint64_t upto_sn,
     }
 }
 
-static UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
-                                                   enum ibv_wc_status wc_status)
+UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
+                                            enum ibv_wc_status wc_status)
 {
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     ucs_status_t status;

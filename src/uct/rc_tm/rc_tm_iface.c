@@ -95,6 +95,30 @@ static void uct_rc_tm_tx_elem_init(uct_iface_h tl_iface, void *obj,
     *(uint32_t*)obj = ((tm_dev_mr_t*)memh)->lkey;
 }
 
+/* The SRQ took the buffers before bad_wr only (full: a failed receive
+ * counted as having taken a buffer did not): the rest go back.  Returns
+ * how many it took. */
+static UCS_F_NOINLINE unsigned
+uct_rc_tm_iface_post_rx_failed(uct_rc_tm_iface_t *iface,
+                               struct ibv_recv_wr *wr,
+                               struct ibv_recv_wr *bad_wr, unsigned count,
+                               int ret)
+{
+    unsigned posted = bad_wr - wr;
+    unsigned i;
+
+    ucs_debug("rc_tm: SRQ took %u of %u receive buffers: %s", posted, count,
+              strerror(ret));
+    for (i = posted; i < count; ++i) {
+        ucs_mpool_put_inline((void*)(uintptr_t)wr[i].wr_id);
+    }
+    if (ret == ENOMEM) {
+        /* The SRQ is full: count it full until a buffer is used */
+        iface->rx.posted = iface->rx.depth - posted;
+    }
+    return posted;
+}
+
 void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
 {
     struct ibv_recv_wr wr[UCT_RC_TM_POLL_BATCH], *bad_wr;
@@ -127,8 +151,7 @@ void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
     wr[count - 1].next = NULL;
     ret = tm_dev_post_srq_recv(iface->srq, wr, &bad_wr);
     if (ucs_unlikely(ret != 0)) {
-        ucs_fatal("rc_tm: failed to post %u receive buffers: %s", count,
-                  strerror(ret));
+        count = uct_rc_tm_iface_post_rx_failed(iface, wr, bad_wr, count, ret);
     }
     iface->rx.posted += count;
 }
@@ -175,11 +198,7 @@ static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
 
     --iface->rx.posted;
 
-    if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
-        ucs_debug("rc_tm: receive completed with %s",
-                  ibv_wc_status_str(wc->status));
-        status = UCS_OK;
-    } else if (ucs_unlikely(wc->byte_len < UCT_RC_TM_TMH_LEN)) {
+    if (ucs_unlikely(wc->byte_len < UCT_RC_TM_TMH_LEN)) {
         ucs_error("rc_tm: dropped %u-byte message, shorter than its header",
                   wc->byte_len);
         status = UCS_OK;
@@ -225,10 +244,69 @@ static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
     uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
 }
 
-static UCS_F_ALWAYS_INLINE int uct_rc_tm_wc_is_send(const tm_dev_wc_t *wc)
+/*
+ * A failed completion on the receive CQ that is not the device's tag
+ * matching (those carry a TM opcode or flags): mlx5 reports such an error
+ * with opcode 0 whatever failed, and for a receive with the wr_id of
+ * whatever buffer its CQE names, which for a tagged message means nothing.
+ * Only the QP number tells what failed: a passive connection's send (ours:
+ * its wr_id is the send's number), or the connection's receive-only QP,
+ * where either the peer's message could not be received (it took an
+ * untagged buffer) or the device's own rendezvous read failed (the receives
+ * it had matched there never complete).  Either way the connection fails.
+ */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
+                                 const tm_dev_wc_t *wc)
 {
-    return (wc->opcode == IBV_WC_SEND) || (wc->opcode == IBV_WC_RDMA_READ) ||
-           (wc->opcode == IBV_WC_RDMA_WRITE);
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
+    uct_rc_tm_ep_t *ep;
+
+    if (uct_rc_tm_wc_is_responder_error(wc->status)) {
+        --iface->rx.posted;
+    }
+    if (it == kh_end(&iface->eps)) {
+        ucs_debug("rc_tm: %s on qp 0x%x, which has no endpoint",
+                  ibv_wc_status_str(wc->status), wc->qp_num);
+        return;
+    }
+
+    ep = kh_value(&iface->eps, it);
+    if (wc->qp_num == ep->qp_num) {
+        uct_rc_tm_ep_handle_send_wc(ep, wc);
+        return;
+    }
+    ucs_log((wc->status == IBV_WC_WR_FLUSH_ERR) ? UCS_LOG_LEVEL_DEBUG :
+            UCS_LOG_LEVEL_ERROR, "rc_tm: receive side of qp 0x%x failed: %s",
+            wc->qp_num, ibv_wc_status_str(wc->status));
+    uct_rc_tm_tag_fail_matched(iface, wc->qp_num, wc->status);
+    uct_rc_tm_ep_set_failed(ep, wc->status);
+}
+
+/* What a receive CQ completion is, by its TM opcode and flags (mlx5 reports
+ * a canceled software rendezvous as IBV_WC_RECV with MATCH | DATA_VALID,
+ * and an unexpected message as IBV_WC_TM_RECV with neither) */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_iface_dispatch_recv_wc(uct_rc_tm_iface_t *iface,
+                                 const tm_dev_wc_t *wc)
+{
+    if (ucs_unlikely(wc->wc_flags & (IBV_WC_TM_MATCH |
+                                     IBV_WC_TM_DATA_VALID))) {
+        uct_rc_tm_tag_handle_wc(iface, wc);
+    } else if (ucs_likely((wc->opcode == IBV_WC_RECV) ||
+                          (wc->opcode == IBV_WC_TM_NO_TAG) ||
+                          (wc->opcode == IBV_WC_TM_RECV)) &&
+               ucs_likely(wc->status == IBV_WC_SUCCESS)) {
+        uct_rc_tm_iface_handle_rx(iface, wc);
+    } else if ((wc->opcode == IBV_WC_TM_ADD) || (wc->opcode == IBV_WC_TM_DEL) ||
+               (wc->opcode == IBV_WC_TM_SYNC)) {
+        uct_rc_tm_tag_handle_wc(iface, wc);
+    } else if (wc->status == IBV_WC_SUCCESS) {
+        /* Sends of passive connections complete here */
+        uct_rc_tm_iface_handle_send_wc(iface, wc);
+    } else {
+        uct_rc_tm_iface_handle_failed_wc(iface, wc);
+    }
 }
 
 static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
@@ -240,14 +318,7 @@ static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
 
     n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
     for (i = 0; i < n; ++i) {
-        if ((wc[i].opcode == IBV_WC_RECV) || (wc[i].opcode == IBV_WC_TM_NO_TAG)) {
-            uct_rc_tm_iface_handle_rx(iface, &wc[i]);
-        } else if (ucs_unlikely(uct_rc_tm_wc_is_send(&wc[i]))) {
-            /* Sends of passive connections complete here */
-            uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
-        } else {
-            uct_rc_tm_tag_handle_wc(iface, &wc[i]);
-        }
+        uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
     }
     if (n > 0) {
         count += n;

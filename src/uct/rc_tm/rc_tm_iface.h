@@ -120,21 +120,34 @@ struct uct_rc_tm_tx_op {
 /* A receive posted with iface_tag_recv_zcopy */
 typedef enum {
     UCT_RC_TM_RECV_POSTED    = UCS_BIT(0), /* in the matcher: may match */
-    UCT_RC_TM_RECV_IN_DEVICE = UCS_BIT(1), /* in the device list */
+    UCT_RC_TM_RECV_IN_DEVICE = UCS_BIT(1), /* in the device list: may match */
     UCT_RC_TM_RECV_IN_SW     = UCS_BIT(2), /* in the software list */
-    UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(3), /* device matched it */
+    UCT_RC_TM_RECV_CONSUMED  = UCS_BIT(3), /* the device matched it (MATCH
+                                              seen): no DEL may name it */
     UCT_RC_TM_RECV_CANCELING = UCS_BIT(4), /* non-force cancel asked */
     UCT_RC_TM_RECV_RELEASED  = UCS_BIT(5), /* the context is the user's
                                               again (completed or
                                               force-canceled): no callbacks */
-    UCT_RC_TM_RECV_SW_WON    = UCS_BIT(6)  /* in the device, but software
+    UCT_RC_TM_RECV_SW_WON    = UCS_BIT(6), /* in the device, but software
                                               gave it a message: DEL posted */
+    UCT_RC_TM_RECV_SW_RNDV   = UCS_BIT(7), /* matched a rendezvous software
+                                              reads: headers in the buffer at
+                                              the final completion */
+    UCT_RC_TM_RECV_SLOT      = UCS_BIT(8), /* holds a device list slot */
+    UCT_RC_TM_RECV_AWAIT_FINAL = UCS_BIT(9),/* in tm.matched: MATCH seen,
+                                              the final completion not yet */
+    UCT_RC_TM_RECV_FAILED    = UCS_BIT(10) /* completed when its connection
+                                              failed: a late final
+                                              completion is dropped */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
     tm_matcher_entry_t        match;    /* all posted receives, in posting
                                            order: the shadow list */
-    ucs_list_link_t           sw_list;  /* software list, posting order */
+    ucs_list_link_t           sw_list;  /* software list, posting order;
+                                           matched by the device: in
+                                           tm.matched until its final
+                                           completion */
     ucs_queue_elem_t          queue;    /* DEL or cancel completion waiting */
     uct_tag_context_t         *ctx;
     void                      *buffer;
@@ -143,7 +156,15 @@ typedef struct uct_rc_tm_recv {
     uint32_t                  handle;   /* device list handle */
     unsigned                  ctx_index;/* in tm.ctxs until released */
     unsigned                  flags;    /* uct_rc_tm_recv_flags_t */
-    unsigned                  refs;     /* owner + list ops in flight */
+    unsigned                  refs;     /* owner + list ops in flight +
+                                           the device slot */
+    unsigned                  slot_cqes;/* completions the slot still owes,
+                                           counted as rdma-core does: it is
+                                           free again at 0 */
+    /* From the MATCH completion, the only one that carries them (mlx5) */
+    uint64_t                  stag;     /* the message's tag */
+    uint32_t                  app_ctx;
+    uint32_t                  rx_qp_num;/* the QP it came on */
 } uct_rc_tm_recv_t;
 
 /* A rendezvous send waiting for FIN */
@@ -203,7 +224,7 @@ typedef struct uct_rc_tm_iface {
         uct_tag_unexp_rndv_cb_t  rndv_cb;
         void                  *rndv_arg;
         uint32_t              unexpected_cnt; /* fully handled by software */
-        unsigned              num_tags;       /* entries the device holds */
+        unsigned              num_tags;       /* device list slots taken */
         unsigned              num_sw;         /* entries software holds */
         unsigned              ops_in_flight;  /* list ops posted, not done */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
@@ -214,6 +235,8 @@ typedef struct uct_rc_tm_iface {
         uint64_t              seq;            /* posting order */
         tm_matcher_t          matcher;        /* every posted receive */
         ucs_list_link_t       sw_list;        /* receives kept in software */
+        ucs_list_link_t       matched;        /* matched by the device, final
+                                                 completion to come */
         ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
         ucs_queue_head_t      cancel_queue;   /* cancels to report */
         ucs_mpool_t           recv_mp;
@@ -262,6 +285,8 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
 void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
+void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
+                                enum ibv_wc_status wc_status);
 unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
 ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         const tm_dev_wc_t *wc,
@@ -300,6 +325,15 @@ static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)
 {
     ++iface->stats[stat];
+}
+
+/* A receive error: the responder's, which took an untagged buffer (the
+ * NIC's own requests, its rendezvous reads, take none) */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_tm_wc_is_responder_error(enum ibv_wc_status status)
+{
+    return (status == IBV_WC_LOC_LEN_ERR) || (status == IBV_WC_LOC_PROT_ERR) ||
+           (status == IBV_WC_LOC_QP_OP_ERR);
 }
 
 /* Before handing payload (which follows a TMH) to the user with

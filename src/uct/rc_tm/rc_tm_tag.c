@@ -20,7 +20,10 @@
  *   device never matches it once it is back in phase.
  * - A receive entry lives while anyone may still name it: a reference for
  *   its owner (the device entry, the software list, a software rendezvous
- *   read) and one per list operation in flight.
+ *   read), one per list operation in flight, and one for its device list
+ *   slot.  The slot is taken until every completion rdma-core expects for
+ *   it was polled (its ADD's, the consumption's final one, a DEL's), not
+ *   just until the MATCH: the provider reuses a free index at once.
  */
 #include "rc_tm_tag.h"
 
@@ -131,12 +134,27 @@ int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
     return 1;
 }
 
-/* The device no longer holds the entry (consumed or deleted) */
+/* The device's list no longer holds the entry (consumed or deleted); its
+ * slot may still be owed completions */
 void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
                                  uct_rc_tm_recv_t *recv)
 {
     recv->flags &= ~UCT_RC_TM_RECV_IN_DEVICE;
+}
+
+/* A completion the slot was owed was polled: the slot is free again once it
+ * is owed none, as rdma-core frees it (mlx5_tm_release_tag) */
+void uct_rc_tm_recv_slot_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
+                             unsigned cqes)
+{
+    ucs_assert(recv->slot_cqes >= cqes);
+    recv->slot_cqes -= cqes;
+    if (recv->slot_cqes > 0) {
+        return;
+    }
+    recv->flags &= ~UCT_RC_TM_RECV_SLOT;
     --iface->tm.num_tags;
+    uct_rc_tm_recv_put(iface, recv);
     uct_rc_tm_tag_promote(iface);
 }
 
@@ -160,7 +178,9 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     wr.wr_id             = (uintptr_t)recv;
     wr.opcode            = opcode;
     wr.flags             = IBV_OPS_SIGNALED;
-    wr.tm.unexpected_cnt = iface->tm.unexpected_cnt;
+    /* The device's count has 16 bits, and rdma-core compares it with the
+     * whole of ours for SYNC_REQ: only the low 16 bits go */
+    wr.tm.unexpected_cnt = (uint16_t)iface->tm.unexpected_cnt;
     if (with_count &&
         (iface->config.sync_always || (opcode == IBV_WR_TAG_SYNC))) {
         wr.flags |= IBV_OPS_TM_SYNC;
@@ -188,12 +208,18 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     ++iface->tm.ops_posted;
     if (wr.flags & IBV_OPS_TM_SYNC) {
         iface->tm.count_op_sn  = iface->tm.ops_posted;
-        iface->tm.count_op_cnt = wr.tm.unexpected_cnt;
+        iface->tm.count_op_cnt = iface->tm.unexpected_cnt;
     }
     if (recv != NULL) {
         ++recv->refs;
         if (opcode == IBV_WR_TAG_ADD) {
-            recv->handle = wr.tm.handle;
+            /* the slot owes the ADD's completion and the final one */
+            recv->handle    = wr.tm.handle;
+            recv->slot_cqes = 2;
+            recv->flags    |= UCT_RC_TM_RECV_SLOT;
+            ++recv->refs;
+        } else {
+            ++recv->slot_cqes;  /* and now the DEL's */
         }
     }
     return 0;
@@ -216,6 +242,13 @@ static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
 
         recv = ucs_queue_head_elem_non_empty(&iface->tm.del_queue,
                                              uct_rc_tm_recv_t, queue);
+        if (recv->flags & UCT_RC_TM_RECV_CONSUMED) {
+            /* A message consumed the entry meanwhile: its index may already
+             * name another receive, and rdma-core does not check handles */
+            ucs_queue_pull_non_empty(&iface->tm.del_queue);
+            uct_rc_tm_recv_put(iface, recv);
+            continue;
+        }
         ret  = uct_rc_tm_tag_post_op(iface, IBV_WR_TAG_DEL, recv,
                                      ucs_queue_is_tail(&iface->tm.del_queue,
                                                        &recv->queue));
@@ -252,19 +285,21 @@ void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
     uct_rc_tm_tag_post_queued_dels(iface);
 }
 
-/* Is an operation carrying the current count still on its way?  Then it
- * answers every SYNC_REQ up to now, and another SYNC would only repeat it */
-static int uct_rc_tm_tag_count_in_flight(const uct_rc_tm_iface_t *iface)
+/* Has the count changed since the newest operation that carried it?  If
+ * not, that operation gave the device all software knows, and a SYNC would
+ * only repeat it */
+static int uct_rc_tm_tag_count_sent(const uct_rc_tm_iface_t *iface)
 {
-    return (iface->tm.count_op_cnt == iface->tm.unexpected_cnt) &&
-           (iface->tm.count_op_sn >
-            iface->tm.ops_posted - iface->tm.ops_in_flight);
+    return iface->tm.count_op_cnt == iface->tm.unexpected_cnt;
 }
 
-/* Answers the device's SYNC_REQ */
+/* Answers the device's SYNC_REQ.  It is a hint only (mlx5 gives it on list
+ * operation completions out of phase, and on unexpected messages only past
+ * 0x3fff of them): every list operation carries the count anyway, and a
+ * device out of phase only sends messages to software, which matches them */
 void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
 {
-    if (uct_rc_tm_tag_count_in_flight(iface)) {
+    if (uct_rc_tm_tag_count_sent(iface)) {
         iface->tm.sync_pending = 0;
         return;
     }
@@ -491,6 +526,59 @@ unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface)
 }
 
 
+static void uct_rc_tm_tag_handle_add_wc(uct_rc_tm_iface_t *iface,
+                                        uct_rc_tm_recv_t *recv,
+                                        const tm_dev_wc_t *wc)
+{
+    if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
+        /* Never listed: no final completion will free the slot (nor does
+         * rdma-core's), so the device has one entry fewer from now on */
+        ucs_error("rc_tm: TAG_ADD failed: %s", ibv_wc_status_str(wc->status));
+        if (!(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
+            uct_rc_tm_recv_leave_device(iface, recv);
+            uct_rc_tm_tag_complete_recv(iface, recv, 0, 0, 0,
+                                        UCS_ERR_IO_ERROR);
+        }
+    }
+    uct_rc_tm_recv_slot_put(iface, recv, 1);
+}
+
+static void uct_rc_tm_tag_handle_del_wc(uct_rc_tm_iface_t *iface,
+                                        uct_rc_tm_recv_t *recv,
+                                        const tm_dev_wc_t *wc)
+{
+    if (wc->status == IBV_WC_SUCCESS) {
+        uct_rc_tm_recv_leave_device(iface, recv);
+        if (recv->flags & (UCT_RC_TM_RECV_SW_WON | UCT_RC_TM_RECV_RELEASED)) {
+            /* Already reported, or never to be */
+            uct_rc_tm_recv_put(iface, recv);
+        } else {
+            uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
+                                        recv->length, UCS_ERR_CANCELED);
+        }
+        /* the DEL's completion, and the consumption that will never be */
+        uct_rc_tm_recv_slot_put(iface, recv, 2);
+        return;
+    }
+
+    if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
+        ucs_error("rc_tm: TAG_DEL of a receive software matched failed: %s",
+                  ibv_wc_status_str(wc->status));
+    } else if (!(recv->flags & UCT_RC_TM_RECV_CONSUMED)) {
+        /* Gone from the list with no completion naming it (a message that
+         * failed on the wire took it): nothing else will report it */
+        ucs_debug("rc_tm: TAG_DEL of an entry no message consumed failed: "
+                  "%s", ibv_wc_status_str(wc->status));
+        uct_rc_tm_recv_leave_device(iface, recv);
+        uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
+                                    recv->length, UCS_ERR_CANCELED);
+    } else {
+        /* A message consumed the entry first: its completion decides */
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
+    }
+    uct_rc_tm_recv_slot_put(iface, recv, 1);
+}
+
 static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
                                        const tm_dev_wc_t *wc)
 {
@@ -500,37 +588,11 @@ static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
 
     switch (wc->opcode) {
     case IBV_WC_TM_ADD:
-        if (ucs_unlikely(wc->status != IBV_WC_SUCCESS)) {
-            ucs_error("rc_tm: TAG_ADD failed: %s",
-                      ibv_wc_status_str(wc->status));
-            if (!(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
-                uct_rc_tm_recv_leave_device(iface, recv);
-                uct_rc_tm_tag_complete_recv(iface, recv, 0, 0, 0,
-                                            UCS_ERR_IO_ERROR);
-            }
-        }
+        uct_rc_tm_tag_handle_add_wc(iface, recv, wc);
         uct_rc_tm_recv_put(iface, recv);
         break;
     case IBV_WC_TM_DEL:
-        if (wc->status == IBV_WC_SUCCESS) {
-            uct_rc_tm_recv_leave_device(iface, recv);
-            if (recv->flags & (UCT_RC_TM_RECV_SW_WON |
-                               UCT_RC_TM_RECV_RELEASED)) {
-                /* Already reported, or never to be */
-                uct_rc_tm_recv_put(iface, recv);
-            } else {
-                uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
-                                            recv->length, UCS_ERR_CANCELED);
-            }
-        } else if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
-            ucs_error("rc_tm: TAG_DEL of a receive software matched failed: "
-                      "%s", ibv_wc_status_str(wc->status));
-            uct_rc_tm_recv_leave_device(iface, recv);
-            uct_rc_tm_recv_put(iface, recv);
-        } else {
-            /* A message consumed the entry first: its completion decides */
-            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
-        }
+        uct_rc_tm_tag_handle_del_wc(iface, recv, wc);
         uct_rc_tm_recv_put(iface, recv);
         break;
     case IBV_WC_TM_SYNC:
@@ -545,7 +607,7 @@ static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,
 
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc)
 {
-    if (wc->opcode == IBV_WC_TM_RECV) {
+    if (wc->wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) {
         uct_rc_tm_tag_handle_recv_wc(iface, wc);
     } else {
         uct_rc_tm_tag_handle_op_wc(iface, wc);
@@ -624,6 +686,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.rndv_in_flight = 0;
     iface->tm.seq            = 0;
     ucs_list_head_init(&iface->tm.sw_list);
+    ucs_list_head_init(&iface->tm.matched);
     ucs_queue_head_init(&iface->tm.del_queue);
     ucs_queue_head_init(&iface->tm.cancel_queue);
     kh_init_inplace(uct_rc_tm_bufs, &iface->tm.bufs);

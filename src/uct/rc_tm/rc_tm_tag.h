@@ -32,6 +32,8 @@ void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
 void uct_rc_tm_recv_leave_sw(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
 void uct_rc_tm_recv_leave_device(uct_rc_tm_iface_t *iface,
                                  uct_rc_tm_recv_t *recv);
+void uct_rc_tm_recv_slot_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
+                             unsigned cqes);
 /* The context is owed nothing more and may be posted again; returns 0 when
  * it had been released already (force-canceled: no callbacks) */
 int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,

@@ -234,9 +234,11 @@ err:
     uct_rc_tm_tag_complete_recv(iface, recv, tag, 0, 0, status);
 }
 
+/* The final completion of a rendezvous the device left to software: the
+ * buffer holds its headers now (mlx5 may give a first completion at the
+ * match, before it wrote them) */
 static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
-                                          uct_rc_tm_recv_t *recv,
-                                          const tm_dev_wc_t *wc)
+                                          uct_rc_tm_recv_t *recv)
 {
     const struct ibv_tmh *tmh = recv->buffer;
 
@@ -244,14 +246,14 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
     if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
         (tmh->opcode != IBV_TMH_RNDV)) {
         ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
-                  wc->qp_num);
-        uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, 0, 0,
+                  recv->rx_qp_num);
+        uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, 0, 0,
                                     UCS_ERR_IO_ERROR);
         return;
     }
 
     /* The headers are read before the data overwrites them */
-    uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
+    uct_rc_tm_tag_rndv_read(iface, recv, recv->rx_qp_num, tmh,
                             (const struct ibv_rvh*)(tmh + 1));
 }
 
@@ -270,50 +272,57 @@ uct_rc_tm_tag_wc_status(const tm_dev_wc_t *wc)
     }
 }
 
-void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
+/* The MATCH completion: the only one with the message's tag and app
+ * context (mlx5 scatters the TMH into that CQE alone) */
+static void uct_rc_tm_tag_matched(uct_rc_tm_iface_t *iface,
+                                  uct_rc_tm_recv_t *recv,
                                   const tm_dev_wc_t *wc)
 {
-    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
-    int with_imm;
-    uint64_t imm;
-
-    if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
-        /* Cannot happen while every list operation carries the count (the
-         * DEL reaches the device before it is back in phase) */
-        ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
-                  "software had given another message; dropped",
-                  wc->tm_info.tag);
-        return;
-    }
-
-    if (wc->wc_flags & IBV_WC_TM_MATCH) {
-        recv->flags |= UCT_RC_TM_RECV_CONSUMED;
-        uct_rc_tm_recv_unpost(iface, recv);
-        uct_rc_tm_recv_leave_device(iface, recv);
-        if (!(recv->flags & UCT_RC_TM_RECV_RELEASED)) {
-            recv->ctx->tag_consumed_cb(recv->ctx);
-        }
-    }
-
+    recv->flags     |= UCT_RC_TM_RECV_CONSUMED;
+    recv->stag       = wc->tm_info.tag;
+    recv->app_ctx    = wc->tm_info.priv;
+    recv->rx_qp_num  = wc->qp_num;
     if (wc->status == IBV_WC_TM_RNDV_INCOMPLETE) {
-        uct_rc_tm_tag_rndv_incomplete(iface, recv, wc);
+        recv->flags |= UCT_RC_TM_RECV_SW_RNDV;
+    }
+    if (!(wc->wc_flags & IBV_WC_TM_DATA_VALID)) {
+        /* the final completion follows: until then, a failure of the
+         * connection's receive side must finish it */
+        recv->flags |= UCT_RC_TM_RECV_AWAIT_FINAL;
+        ucs_list_add_tail(&iface->tm.matched, &recv->sw_list);
+    }
+    uct_rc_tm_recv_unpost(iface, recv);
+    uct_rc_tm_recv_leave_device(iface, recv);
+    if (!(recv->flags & UCT_RC_TM_RECV_RELEASED)) {
+        recv->ctx->tag_consumed_cb(recv->ctx);
+    }
+}
+
+/* The final completion of a matched receive */
+static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
+                                    uct_rc_tm_recv_t *recv,
+                                    const tm_dev_wc_t *wc)
+{
+    int with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
+    uint64_t imm = with_imm ? (((uint64_t)recv->app_ctx << 32) |
+                               be32toh(wc->imm_data)) : 0;
+
+    if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_RNDV)) {
+        if ((wc->status == IBV_WC_SUCCESS) ||
+            (wc->status == IBV_WC_TM_RNDV_INCOMPLETE)) {
+            uct_rc_tm_tag_rndv_incomplete(iface, recv);
+        } else {
+            uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, 0, 0,
+                                        uct_rc_tm_tag_wc_status(wc));
+        }
         return;
     }
-
-    if (!(wc->wc_flags & IBV_WC_TM_DATA_VALID) &&
-        (wc->status == IBV_WC_SUCCESS)) {
-        return; /* MATCH only: the data completion follows */
-    }
-
-    with_imm = wc->wc_flags & IBV_WC_WITH_IMM;
-    imm      = with_imm ? (((uint64_t)wc->tm_info.priv << 32) |
-                           be32toh(wc->imm_data)) : 0;
 
     if (ucs_unlikely(with_imm && (imm == 0))) {
         /* A software rendezvous request: the payload is the request */
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
         if (uct_rc_tm_recv_release_ctx(iface, recv)) {
-            recv->ctx->rndv_cb(recv->ctx, wc->tm_info.tag, recv->buffer,
+            recv->ctx->rndv_cb(recv->ctx, recv->stag, recv->buffer,
                                wc->byte_len, uct_rc_tm_tag_wc_status(wc), 0);
         }
         uct_rc_tm_recv_put(iface, recv);
@@ -322,10 +331,71 @@ void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
 
     /* Our rendezvous requests carry a nonzero op id and no immediate data;
      * eager messages without immediate data carry app_ctx 0 */
-    uct_rc_tm_stat(iface, (!with_imm && (wc->tm_info.priv != 0)) ?
+    uct_rc_tm_stat(iface, (!with_imm && (recv->app_ctx != 0)) ?
                           UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
-    uct_rc_tm_tag_complete_recv(iface, recv, wc->tm_info.tag, imm,
-                                wc->byte_len, uct_rc_tm_tag_wc_status(wc));
+    uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, wc->byte_len,
+                                uct_rc_tm_tag_wc_status(wc));
+}
+
+void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
+                                  const tm_dev_wc_t *wc)
+{
+    uct_rc_tm_recv_t *recv = (uct_rc_tm_recv_t*)(uintptr_t)wc->wr_id;
+
+    if (ucs_unlikely(wc->status == IBV_WC_GENERAL_ERR)) {
+        /* rdma-core found no entry at the CQE's index: wr_id is stale */
+        ucs_error("rc_tm: device completed a list entry it did not hold");
+        return;
+    }
+
+    if ((wc->wc_flags & IBV_WC_TM_MATCH) ||
+        !(recv->flags & UCT_RC_TM_RECV_CONSUMED)) {
+        if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
+            /* Cannot happen while every list operation carries the count
+             * (the DEL reaches the device before it is back in phase) */
+            ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
+                      "software had given another message; dropped",
+                      wc->tm_info.tag);
+        } else {
+            uct_rc_tm_tag_matched(iface, recv, wc);
+        }
+    }
+
+    if (!(wc->wc_flags & IBV_WC_TM_DATA_VALID)) {
+        return; /* MATCH only: the final completion follows */
+    }
+
+    if (recv->flags & UCT_RC_TM_RECV_AWAIT_FINAL) {
+        recv->flags &= ~UCT_RC_TM_RECV_AWAIT_FINAL;
+        ucs_list_del(&recv->sw_list);
+    }
+    if (ucs_likely(!(recv->flags & (UCT_RC_TM_RECV_SW_WON |
+                                    UCT_RC_TM_RECV_FAILED)))) {
+        uct_rc_tm_tag_recv_done(iface, recv, wc);
+    }
+    uct_rc_tm_recv_slot_put(iface, recv, 1);
+}
+
+/* The receive side of the connection whose receive-only QP is qp_num
+ * failed: the receives the device matched there and had not finished (its
+ * rendezvous reads) never will.  Their list slots stay taken, as in
+ * rdma-core, which expects a final completion for them. */
+void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
+                                enum ibv_wc_status wc_status)
+{
+    uct_rc_tm_recv_t *recv, *tmp;
+
+    ucs_list_for_each_safe(recv, tmp, &iface->tm.matched, sw_list) {
+        if (recv->rx_qp_num != qp_num) {
+            continue;
+        }
+        recv->flags &= ~UCT_RC_TM_RECV_AWAIT_FINAL;
+        recv->flags |= UCT_RC_TM_RECV_FAILED;
+        ucs_list_del(&recv->sw_list);
+        uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, 0, 0,
+                                    (wc_status == IBV_WC_REM_ACCESS_ERR) ?
+                                    UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR);
+    }
 }
 
 /* ----- messages the device did not match ----- */
@@ -413,7 +483,6 @@ uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
 
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH);
     uct_rc_tm_recv_unpost(iface, recv);
-    recv->flags |= UCT_RC_TM_RECV_CONSUMED;
     if (recv->flags & UCT_RC_TM_RECV_IN_SW) {
         uct_rc_tm_recv_leave_sw(iface, recv);
     } else {
@@ -524,12 +593,10 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
         status = uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
     }
 
-    /* The device is out of phase and asks for the count.  A list operation
-     * in flight brings it, or asks again when it completes; with none,
-     * nothing would ever bring the device back in phase.  Posted after the
-     * DEL of a receive won above, as every operation is. */
-    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ) &&
-        (iface->tm.ops_in_flight == 0)) {
+    /* The device asks for the count (mlx5: once 0x3fff unexpected messages
+     * went unsynced).  Posted after the DEL of a receive won above, as
+     * every operation is. */
+    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ)) {
         uct_rc_tm_tag_post_sync(iface);
     }
     return status;

@@ -5,10 +5,13 @@ check_PROGRAMS += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 TESTS          += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/soft_fixture.h \
+	test/gtest/dev/log_capture.h \
 	test/gtest/dev/test_soft.cc \
 	test/gtest/dev/test_soft_wire.cc \
 	test/gtest/dev/test_soft_proc.cc \
-	test/gtest/dev/test_soft_mlx5.cc
+	test/gtest/dev/test_soft_mlx5.cc \
+	test/gtest/dev/test_soft_mlx5_list.cc \
+	test/gtest/dev/test_soft_port.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
 	src/matcher/libtm_matcher.la \

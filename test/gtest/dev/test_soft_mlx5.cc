@@ -46,7 +46,29 @@ void connect_qp(node &self, struct ibv_qp *qp, node &peer, uint32_t peer_qpn)
     (void)self;
 }
 
+/* A SEND with immediate data */
+int send_imm(node &n, tm_dev_conn_t *c, const std::string &msg, uint32_t imm,
+             uint64_t wr_id)
+{
+    char *buf = n.alloc(msg.size());
+    memcpy(buf, msg.data(), msg.size());
+    struct ibv_sge sge = { (uintptr_t)buf, (uint32_t)msg.size(), n.mr->lkey };
+    struct ibv_send_wr wr, *bad;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id      = wr_id;
+    wr.opcode     = IBV_WR_SEND_WITH_IMM;
+    wr.sg_list    = &sge;
+    wr.num_sge    = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data   = htobe32(imm);
+    return tm_dev_post_send(c, &wr, &bad);
+}
+
 } // namespace
+
+/* The suites of this file (soft_mlx5*): the fixtures of soft_fixture.h */
+class soft_mlx5 : public soft_pair {};
+class soft_mlx5_small_packet : public soft_pair_small_packet {};
 
 
 /* ----- 1. rendezvous in the NIC only on a receive-only QP ----- */
@@ -110,4 +132,320 @@ TEST_F(soft_pair, rndv_on_a_qp_with_a_send_queue_is_refused)
     ASSERT_TRUE(s.next(&wc));
     EXPECT_NE(IBV_WC_SUCCESS, wc.status);
     EXPECT_EQ(tm_dev_conn_qp_num(xs), wc.qp_num);
+}
+
+
+/* ----- 2. tag, app context, length and immediate data: which completion ----- */
+
+/* A matched eager message longer than a packet: the MATCH completion alone
+ * carries the tag and app context (mlx5 scatters the TMH into that CQE),
+ * and neither length nor immediate data; the final carries those two and
+ * tag 0 / priv 0 */
+TEST_F(soft_mlx5_small_packet, match_completion_alone_carries_the_tag)
+{
+    const std::string payload(200, 'e');
+    char *buf = r.alloc(512);
+
+    manual();
+    ASSERT_EQ(0, r.add_tag(0x51, ~0ull, buf, 512, 60, 0, nullptr, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, send_imm(s, cs, tm_msg(IBV_TMH_EAGER, 0x51, 0xa1, payload),
+                          0x77, 1));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 60, IBV_WC_TM_MATCH, 0x51, 0xa1, 0);
+    EXPECT_EQ(0u, v[0].imm_data);
+
+    ASSERT_EQ(0, softnic_test_step_data(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 60, IBV_WC_TM_DATA_VALID | IBV_WC_WITH_IMM, 0, 0,
+                   payload.size());
+    EXPECT_EQ(0x77u, be32toh(v[0].imm_data));
+    EXPECT_EQ(payload, std::string(buf, payload.size()));
+}
+
+/* A rendezvous the NIC reads: MATCH with the tag and no length, then the
+ * final (after the read) with the length and tag 0 / priv 0 */
+TEST_F(soft_mlx5, nic_read_rndv_final_completion_carries_no_tag)
+{
+    const uint32_t len = 3000;
+    char *src = s.alloc(len), *dst = r.alloc(len);
+
+    memset(src, 'N', len);
+    memset(dst, 0, len);
+    s.post_rbufs(1, 256, 700);                  /* for the FIN */
+    manual();
+    ASSERT_EQ(0, r.add_tag(0x52, ~0ull, dst, len, 61, 0, nullptr, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, rndv_msg(0x52, 0xa2, src, s.mr->rkey, len), 1));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 61, IBV_WC_TM_MATCH, 0x52, 0xa2, 0);
+    EXPECT_EQ(0, dst[0]);
+
+    ASSERT_EQ(0, softnic_test_step_data(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 61, IBV_WC_TM_DATA_VALID, 0, 0, len);
+    EXPECT_EQ(std::string(len, 'N'), std::string(dst, len));
+}
+
+
+/* ----- 3. error completions: opcode 0, a wr_id that names no receive ----- */
+
+/* An untagged message longer than the untagged buffer: an error CQE on the
+ * receive-only QP, opcode 0, the head buffer consumed; the QP fails */
+TEST_F(soft_mlx5, untagged_message_too_long_fails_the_receiving_qp)
+{
+    manual();
+    r.post_rbufs(2, 32, 100);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, std::string(100, 'x')),
+                        1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "y"), 2));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_LOC_LEN_ERR, v[0].status);
+    EXPECT_EQ(IBV_WC_SEND, v[0].opcode) << "error CQEs carry opcode 0";
+    EXPECT_EQ(tm_dev_conn_rx_qp_num(cr), v[0].qp_num);
+    EXPECT_EQ(100u, v[0].wr_id) << "the buffer its CQE names";
+    EXPECT_EQ(1u, softnic_test_free_rbufs(r.srq));
+    EXPECT_EQ(0u, softnic_test_hw_unexp(r.srq));
+
+    /* the QP is in error: the next message is never received, and the
+     * sender's requests fail */
+    EXPECT_EQ(IBV_QPS_ERR, tm_dev_ibv_rx_qp(cr)->state);
+    EXPECT_EQ(EAGAIN, softnic_test_step_arrival(cr));
+    EXPECT_EQ(0u, drain(r).size());
+    tm_dev_wc_t wc;
+    bool failed = false;
+    while (!failed && s.next(&wc)) {
+        failed = (wc.status != IBV_WC_SUCCESS);
+    }
+    EXPECT_TRUE(failed);
+}
+
+/* A matched eager message too long for its tagged buffer and longer than
+ * mlx5 scatters into a CQE (64 bytes): no completion names the entry; an
+ * error CQE with opcode 0 and a wr_id that is not the receive's */
+TEST_F(soft_mlx5, tagged_eager_over_64_bytes_too_long_gives_error_cqe)
+{
+    char *buf = r.alloc(64);
+    uint32_t h, h2;
+
+    memset(buf, 0x11, 64);
+    manual();
+    r.post_rbufs(2, 256, 100);
+    ASSERT_EQ(0, r.add_tag(9, ~0ull, buf, 32, 33, 0, &h, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 9, 0, std::string(65, 'x')),
+                        1));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_LOC_LEN_ERR, v[0].status);
+    EXPECT_EQ(IBV_WC_SEND, v[0].opcode);
+    EXPECT_NE(33u, v[0].wr_id) << "not the tagged receive's wr_id";
+    EXPECT_EQ(tm_dev_conn_rx_qp_num(cr), v[0].qp_num);
+    EXPECT_EQ(0x11, buf[0]);
+    EXPECT_EQ(0u, softnic_test_listed_tags(r.srq)) << "the entry is consumed";
+    EXPECT_EQ(1u, softnic_test_free_rbufs(r.srq)) << "an untagged one went";
+    EXPECT_EQ(IBV_QPS_ERR, tm_dev_ibv_rx_qp(cr)->state);
+    /* the provider never saw the entry complete: its handle stays taken */
+    ASSERT_EQ(0, r.add_tag(9, ~0ull, buf, 32, 34, 0, &h2, 2));
+    EXPECT_NE(h, h2);
+}
+
+/* Up to 64 bytes mlx5 scatters the message into the CQE, and rdma-core
+ * reports a buffer too small as LOC_LEN_ERR on the entry's own wr_id; the
+ * QP goes on */
+TEST_F(soft_mlx5, tagged_eager_up_to_64_bytes_too_long_fails_on_its_entry)
+{
+    char *buf = r.alloc(64);
+    uint32_t h, h2;
+
+    memset(buf, 0x11, 64);
+    manual();
+    r.post_rbufs(1, 256, 100);
+    ASSERT_EQ(0, r.add_tag(9, ~0ull, buf, 32, 33, 0, &h, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 9, 5, std::string(64, 'x')),
+                        1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "next"), 2));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_LOC_LEN_ERR, v[0].status);
+    EXPECT_EQ(IBV_WC_TM_RECV, v[0].opcode);
+    EXPECT_EQ(33u, v[0].wr_id);
+    EXPECT_EQ((unsigned)(IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID),
+              v[0].wc_flags);
+    EXPECT_EQ(64u, v[0].byte_len);
+    EXPECT_EQ(0x11, buf[0]);
+    EXPECT_EQ(1u, softnic_test_free_rbufs(r.srq)) << "no untagged buffer";
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_SUCCESS, v[0].status);
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, v[0].opcode);
+    /* its final completion was polled: the handle is free again */
+    ASSERT_EQ(0, r.add_tag(9, ~0ull, buf, 32, 34, 0, &h2, 2));
+    EXPECT_EQ(h, h2);
+}
+
+/* A failed request of ours: opcode 0 too (read through the extended CQ, as
+ * mlx5's ibv_wc_read_opcode() reads an error CQE) */
+TEST_F(soft_mlx5, failed_rdma_completes_with_opcode_0)
+{
+    char *local = s.alloc(256), *remote = r.alloc(256);
+
+    ASSERT_EQ(0, s.rdma(cs, IBV_WR_RDMA_READ, local, 256, (uintptr_t)remote,
+                        r.mr->rkey ^ 0x5a5a, 1));
+    ASSERT_EQ(0, s.rdma(cs, IBV_WR_RDMA_WRITE, local, 256, (uintptr_t)remote,
+                        r.mr->rkey, 2));
+    tm_dev_wc_t wc;
+    ASSERT_TRUE(s.next(&wc));
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+    EXPECT_EQ(1u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+    ASSERT_TRUE(s.next(&wc));
+    EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+    EXPECT_EQ(2u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+}
+
+
+/* ----- 7. software rendezvous (RNDV_INCOMPLETE) ----- */
+
+/* A rendezvous longer than the tagged buffer is left to software.  In one
+ * packet: one CQE, MATCH | DATA_VALID, the headers already in the buffer,
+ * and the entry is done (no FIN from the NIC) */
+TEST_F(soft_mlx5, sw_rndv_in_one_packet_is_one_completion)
+{
+    const uint32_t len = 5000;
+    char *src = s.alloc(len), *dst = r.alloc(1000);
+    std::string req = rndv_msg(3, 4, src, s.mr->rkey, len, "userhdr");
+    uint32_t h, h2;
+
+    memset(dst, 0, 1000);
+    s.post_rbufs(1, 256, 700);
+    manual();
+    ASSERT_EQ(0, r.add_tag(3, ~0ull, dst, 1000, 66, 0, &h, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, req, 1));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, v[0].status);
+    EXPECT_EQ(IBV_WC_TM_RECV, v[0].opcode);
+    EXPECT_EQ(66u, v[0].wr_id);
+    EXPECT_EQ((unsigned)(IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID),
+              v[0].wc_flags);
+    EXPECT_EQ(3u, v[0].tm_info.tag);
+    EXPECT_EQ(4u, v[0].tm_info.priv);
+    EXPECT_EQ(req.size(), v[0].byte_len);
+    EXPECT_EQ(req, std::string(dst, req.size()));
+    EXPECT_EQ(0u, softnic_test_pending_data(r.srq));
+    ASSERT_EQ(0, r.add_tag(3, ~0ull, dst, 1000, 67, 0, &h2, 2));
+    EXPECT_EQ(h, h2) << "the entry completed";
+
+    /* the sender: its SEND completes, no FIN comes */
+    tm_dev_wc_t wc;
+    ASSERT_TRUE(s.next(&wc));
+    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+    s.poll();
+    EXPECT_TRUE(s.wcs.empty());
+}
+
+/* Longer than a packet: first a CONSUMED completion (RNDV_INCOMPLETE,
+ * MATCH only, the buffer not yet written), then the final one for the same
+ * receive (SUCCESS, DATA_VALID, tag 0) once the headers are in the buffer */
+TEST_F(soft_mlx5_small_packet, sw_rndv_over_a_packet_is_two_completions)
+{
+    const uint32_t len = 5000;
+    char *src = s.alloc(len), *dst = r.alloc(128);
+    std::string req = rndv_msg(3, 4, src, s.mr->rkey, len,
+                               std::string(40, 'h'));
+
+    ASSERT_GT(req.size(), 64u);
+    memset(dst, 0, 128);
+    manual();
+    ASSERT_EQ(0, r.add_tag(3, ~0ull, dst, 128, 66, 0, nullptr, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, req, 1));
+
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, v[0].status);
+    EXPECT_EQ(IBV_WC_TM_RECV, v[0].opcode);
+    EXPECT_EQ(66u, v[0].wr_id);
+    EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, v[0].wc_flags);
+    EXPECT_EQ(3u, v[0].tm_info.tag);
+    EXPECT_EQ(4u, v[0].tm_info.priv);
+    EXPECT_EQ(std::string(128, 0), std::string(dst, 128)) << "not written yet";
+    EXPECT_EQ(0u, softnic_test_listed_tags(r.srq));
+
+    ASSERT_EQ(0, softnic_test_step_data(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 66, IBV_WC_TM_DATA_VALID, 0, 0, req.size());
+    EXPECT_EQ(req, std::string(dst, req.size()));
+    EXPECT_EQ(0, dst[req.size()]);
+    EXPECT_EQ(EAGAIN, softnic_test_step_data(r.srq));
+}
+
+
+/* ----- 8. CQ overflow is fatal ----- */
+
+class soft_mlx5_small_cq : public soft_pair {
+protected:
+    void SetUp() override {
+        memset(&attr, 0, sizeof(attr));
+        ASSERT_NO_FATAL_FAILURE(s.open(attr));
+        ASSERT_NO_FATAL_FAILURE(r.open(attr, 4));
+        cs = s.create_conn();
+        cr = r.create_conn();
+        ASSERT_NO_FATAL_FAILURE(connect_pair(s, cs, r, cr));
+    }
+};
+
+/* List-operation completions and arrivals share the receive CQ: a fifth
+ * completion in four entries is not held back, it overruns the CQ */
+TEST_F(soft_mlx5_small_cq, list_ops_and_arrivals_overrun_the_receive_cq)
+{
+    manual();
+    r.post_rbufs(4, 256, 0);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(0, r.list_op(IBV_WR_TAG_SYNC, 0, 0, i));
+        ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    }
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "a"), 1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "b"), 2));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));         /* the CQ is full */
+    EXPECT_EQ(0, softnic_test_step_arrival(cr)) << "the NIC does not wait";
+
+    tm_dev_wc_t wc[8];
+    EXPECT_LT(tm_dev_poll_cq(r.cq, 8, wc), 0);
+    EXPECT_LT(tm_dev_poll_cq(r.cq, 8, wc), 0) << "for good";
+    /* and a later list operation does not bring it back */
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_SYNC, 0, 0, 9));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    EXPECT_LT(tm_dev_poll_cq(r.cq, 8, wc), 0);
 }

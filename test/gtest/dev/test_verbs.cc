@@ -464,6 +464,124 @@ TEST(verbs_addr, is_reachable_refuses_foreign_addresses)
 }
 
 
+/* InfiniBand routing by FLID (UCX 1.16+): fec0:0000:FLID:SUBNET::/64 */
+namespace {
+
+union ibv_gid flid_gid(uint16_t flid, uint16_t subnet, uint64_t id)
+{
+    return make_gid(0xfec0000000000000ull | ((uint64_t)flid << 16) | subnet,
+                    id);
+}
+
+tm_verbs_local_t ib_local(const union ibv_gid &gid)
+{
+    tm_verbs_local_t local;
+
+    memset(&local, 0, sizeof(local));
+    local.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    local.port_num   = 1;
+    local.gid_index  = 3;
+    local.gid        = gid;
+    return local;
+}
+
+tm_verbs_peer_t ib_peer(uint16_t lid, const union ibv_gid &gid)
+{
+    tm_verbs_peer_t peer;
+
+    memset(&peer, 0, sizeof(peer));
+    peer.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    peer.lid        = lid;
+    peer.gid        = gid;
+    return peer;
+}
+
+} // namespace
+
+TEST(verbs_route, flid_is_in_site_local_gids_only)
+{
+    union ibv_gid gid = flid_gid(0x1234, 0x0007, 1);
+
+    EXPECT_EQ(0xfe, gid.raw[0]);
+    EXPECT_EQ(0x12, gid.raw[4]);
+    EXPECT_EQ(0x1234, tm_verbs_gid_flid(&gid));
+    gid = make_gid(0xfe80000000000000ull, 1);               /* link local */
+    EXPECT_EQ(0, tm_verbs_gid_flid(&gid));
+    gid = make_gid(0xfec0000100000000ull | 0x12340007, 1);  /* not fec0:0000 */
+    EXPECT_EQ(0, tm_verbs_gid_flid(&gid));
+}
+
+TEST(verbs_route, same_subnet_goes_by_lid_without_grh)
+{
+    union ibv_gid gid = make_gid(0xfe80000000000000ull, 1);
+    tm_verbs_local_t local = ib_local(gid);
+    tm_verbs_peer_t peer   = ib_peer(0x21,
+                                     make_gid(0xfe80000000000000ull, 2));
+    struct ibv_ah_attr ah;
+
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(0x21, ah.dlid);
+    EXPECT_EQ(1, ah.port_num);
+    EXPECT_EQ(0, ah.is_global);
+
+    /* a port that requires a GRH gets one, still to the LID; RoCE too */
+    local.port_flags = IBV_QPF_GRH_REQUIRED;
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(0x21, ah.dlid);
+    EXPECT_EQ(1, ah.is_global);
+    local.port_flags = 0;
+    local.link_layer = IBV_LINK_LAYER_ETHERNET;
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(1, ah.is_global);
+    EXPECT_EQ(0, memcmp(peer.gid.raw, ah.grh.dgid.raw, 16));
+}
+
+/* Another subnet: the routers forward by the peer's FLID, not its LID (which
+ * only its own subnet knows), with the global route to its GID */
+TEST(verbs_route, other_subnet_goes_by_flid_with_grh)
+{
+    tm_verbs_local_t local = ib_local(flid_gid(0x0c01, 0x0001, 1));
+    tm_verbs_peer_t peer   = ib_peer(0x21, flid_gid(0x0c77, 0x0002, 2));
+    struct ibv_ah_attr ah;
+
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(0x0c77, ah.dlid);
+    ASSERT_EQ(1, ah.is_global);
+    EXPECT_EQ(0, memcmp(peer.gid.raw, ah.grh.dgid.raw, 16));
+    EXPECT_EQ(3, ah.grh.sgid_index);
+    EXPECT_EQ(TM_VERBS_HOP_LIMIT, ah.grh.hop_limit);
+
+    /* the same site-local subnet: the LID routes (prefixes still differ,
+     * by the FLIDs, so the GRH stays) */
+    peer = ib_peer(0x21, flid_gid(0x0c77, 0x0001, 2));
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(0x21, ah.dlid);
+    EXPECT_EQ(1, ah.is_global);
+
+    /* without a FLID of our own there is no FLID route */
+    local = ib_local(make_gid(0xfe80000000000000ull, 1));
+    peer  = ib_peer(0x21, flid_gid(0x0c77, 0x0002, 2));
+    tm_verbs_ah_attr_fill(&local, &peer, &ah);
+    EXPECT_EQ(0x21, ah.dlid);
+}
+
+/* Across subnets only with a FLID on both sides */
+TEST(verbs_route, other_subnet_is_reachable_by_flid_only)
+{
+    union ibv_gid ours = flid_gid(0x0c01, 0x0001, 1);
+    union ibv_gid ll   = make_gid(0xfe80000000000000ull, 1);
+    tm_verbs_peer_t peer = ib_peer(0x21, flid_gid(0x0c77, 0x0002, 2));
+
+    EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ours,
+                                        &peer));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ll,
+                                         &peer));
+    peer = ib_peer(0x21, make_gid(0xfec0000000000002ull, 2));
+    EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ours,
+                                         &peer));
+}
+
+
 /* ------------------------------------------------------------------------
  * On the first device listed: a TM-capable NIC where there is one (e.g.
  * mlx5 ConnectX-5 or later with an active port), else the software NIC,
@@ -494,6 +612,22 @@ protected:
         if (m_dev != NULL) {
             tm_dev_close(m_dev);
         }
+    }
+
+    /* Two connections on srq, connected to each other */
+    void loopback(tm_dev_srq_t *srq, tm_dev_cq_t *send_cq, tm_dev_conn_t **a,
+                  tm_dev_conn_t **b) {
+        uint8_t dev_addr[TM_DEV_ADDR_MAX], addr_a[TM_DEV_ADDR_MAX],
+                addr_b[TM_DEV_ADDR_MAX];
+
+        ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, a));
+        ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, b));
+        EXPECT_NE(tm_dev_conn_qp_num(*a), tm_dev_conn_qp_num(*b));
+        tm_dev_addr(m_dev, dev_addr);
+        tm_dev_conn_addr(*a, addr_a);
+        tm_dev_conn_addr(*b, addr_b);
+        ASSERT_EQ(0, tm_dev_connect(*a, dev_addr, addr_b));
+        ASSERT_EQ(0, tm_dev_connect(*b, dev_addr, addr_a));
     }
 
     int poll_one(tm_dev_cq_t *cq, tm_dev_wc_t *wc) {
@@ -561,23 +695,13 @@ TEST_F(verbs_hw, tagged_eager_send_over_loopback)
     tm_dev_srq_t *srq;
     tm_dev_conn_t *a, *b;
     tm_dev_mr_t *mr;
-    uint8_t dev_addr[TM_DEV_ADDR_MAX], addr_a[TM_DEV_ADDR_MAX],
-            addr_b[TM_DEV_ADDR_MAX];
     tm_dev_wc_t wc;
 
     ASSERT_EQ(0, tm_dev_reg_mr(m_dev, buf.data(), buf.size(), 0, &mr));
     ASSERT_EQ(0, tm_dev_create_cq(m_dev, 64, &send_cq));
     ASSERT_EQ(0, tm_dev_create_cq(m_dev, 256, &recv_cq));
     ASSERT_EQ(0, tm_dev_create_srq(m_dev, recv_cq, &srq));
-    ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, &a));
-    ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, send_cq, &b));
-    EXPECT_NE(tm_dev_conn_qp_num(a), tm_dev_conn_qp_num(b));
-
-    tm_dev_addr(m_dev, dev_addr);
-    tm_dev_conn_addr(a, addr_a);
-    tm_dev_conn_addr(b, addr_b);
-    ASSERT_EQ(0, tm_dev_connect(a, dev_addr, addr_b));
-    ASSERT_EQ(0, tm_dev_connect(b, dev_addr, addr_a));
+    ASSERT_NO_FATAL_FAILURE(loopback(srq, send_cq, &a, &b));
 
     /* Untagged buffers (mlx5 wants a few dozen before matching) */
     for (uint64_t i = 0; i < 40; ++i) {
@@ -663,4 +787,39 @@ TEST_F(verbs_hw, tagged_eager_send_over_loopback)
     tm_dev_destroy_cq(recv_cq);
     tm_dev_destroy_cq(send_cq);
     EXPECT_EQ(0, tm_dev_dereg_mr(m_dev, mr));
+}
+
+/* The RC parameters of connected QPs, read back through the device's own
+ * ibv_query_qp: UCX's defaults (rc_iface.c: RNR_TIMEOUT=1ms, encoded 13) */
+TEST_F(verbs_hw, connected_qps_have_ucx_rc_parameters)
+{
+    tm_dev_cq_t *cq;
+    tm_dev_srq_t *srq;
+    tm_dev_conn_t *a, *b;
+
+    ASSERT_EQ(0, tm_dev_create_cq(m_dev, 64, &cq));
+    ASSERT_EQ(0, tm_dev_create_srq(m_dev, cq, &srq));
+    ASSERT_NO_FATAL_FAILURE(loopback(srq, cq, &a, &b));
+
+    for (struct ibv_qp *qp : {tm_dev_ibv_qp(a), tm_dev_ibv_rx_qp(a),
+                              tm_dev_ibv_qp(b), tm_dev_ibv_rx_qp(b)}) {
+        struct ibv_qp_attr attr;
+        struct ibv_qp_init_attr init;
+
+        memset(&attr, 0, sizeof(attr));
+        ASSERT_EQ(0, m_info.lib->query_qp(qp, &attr,
+                                          IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER |
+                                          IBV_QP_TIMEOUT | IBV_QP_RNR_RETRY |
+                                          IBV_QP_RETRY_CNT, &init));
+        EXPECT_EQ(IBV_QPS_RTS, attr.qp_state) << qp->qp_num;
+        EXPECT_EQ(13, attr.min_rnr_timer) << "0.96 ms, UCX's 1 ms";
+        EXPECT_EQ(18, attr.timeout);
+        EXPECT_EQ(7, attr.retry_cnt);
+        EXPECT_EQ(7, attr.rnr_retry);
+    }
+
+    tm_dev_destroy_conn(a);
+    tm_dev_destroy_conn(b);
+    tm_dev_destroy_srq(srq);
+    tm_dev_destroy_cq(cq);
 }

@@ -62,13 +62,17 @@ static unsigned recv_id_of(state_t *s, uint64_t wr_id)
     return recv_id(s, (const uct_rc_tm_recv_t*)(uintptr_t)wr_id);
 }
 
-/* What a device handle names now: the entry's state, or stale */
-static unsigned handle_state(state_t *s, uint32_t index, uint32_t gen)
+/* What a device handle names now (handles are bare indices, reused at
+ * once): whether the entry is listed, and the completions it still owes */
+static unsigned handle_state(state_t *s, uint32_t index)
 {
-    if ((index >= s->srq->max_tags) || (s->srq->tags[index].gen != gen)) {
+    const sn_tag_t *tag;
+
+    if (index >= s->srq->max_tags) {
         return 0xff;
     }
-    return s->srq->tags[index].state;
+    tag = &s->srq->tags[index];
+    return (tag->listed << 7) | (uint8_t)tag->expect_cqe;
 }
 
 static unsigned conn_index(state_t *s, const sn_qp_t *qp)
@@ -78,7 +82,7 @@ static unsigned conn_index(state_t *s, const sn_qp_t *qp)
     for (i = 0; i < s->args->num_eps; ++i) {
         const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
                                                   uct_rc_tm_ep_t);
-        if (ep->conn->qp == &qp->ibv) {
+        if ((ep->conn->qp == &qp->ibv) || (ep->conn->rx_qp == &qp->ibv)) {
             return i;
         }
     }
@@ -105,13 +109,12 @@ static void put_device(state_t *s)
     sn_srq_t *srq = s->srq;
     sn_cq_t *cq   = srq->cq;
     uint32_t base   = s->args->base_unexp;
-    unsigned i, free_count = 0, dead = 0;
+    unsigned i, free_count = 0, unlisted = 0;
     tm_matcher_entry_t *e, *next;
 
     mark(s, 'D');
     put(s, srq->in_phase);
-    put(s, srq->hw_unexp - base);
-    put(s, srq->tags_used);
+    put(s, (uint16_t)(srq->hw_unexp - base));
     /* untagged buffers: refilled up to the SRQ depth a batch at a time, so
      * the count drifts; only whether an arrival can find one matters, and
      * no scenario sends more than STATE_MAX_MSGS messages */
@@ -123,23 +126,24 @@ static void put_device(state_t *s)
         sn_tag_t *tag = e->arg;
         put(s, ((uint64_t)recv_id_of(s, tag->recv_wr_id) << 32) |
                ((e->seq < srq->match_barrier) << 16) |
-               srq->tag_refs[tag - srq->tags]);
+               (uint16_t)tag->expect_cqe);
     }
+    /* entries free, and taken but out of the list (owing completions) */
     for (i = 0; i < srq->max_tags; ++i) {
-        free_count += (srq->tags[i].state == SN_TAG_FREE);
-        dead       += (srq->tags[i].state == SN_TAG_DEAD);
+        free_count += (srq->tags[i].expect_cqe == 0);
+        unlisted   += (srq->tags[i].expect_cqe != 0) && !srq->tags[i].listed;
     }
     put(s, free_count);
-    put(s, dead);
+    put(s, unlisted);
 
     /* pending list operations, oldest first */
     mark(s, 'O');
     for (i = srq->op_head; i != srq->op_tail; ++i) {
         const sn_op_t *op = &srq->ops[i % srq->max_ops];
         put(s, ((uint64_t)op->opcode << 48) | ((uint64_t)op->flags << 40) |
-               ((uint64_t)(op->unexpected_cnt - base) << 8) |
+               ((uint64_t)(uint16_t)(op->unexpected_cnt - base) << 8) |
                ((op->opcode == IBV_WR_TAG_DEL) ?
-                handle_state(s, op->index, op->gen) : 0));
+                handle_state(s, op->index) : 0));
         put(s, (op->opcode == IBV_WR_TAG_SYNC) ? 0 :
                recv_id_of(s, op->wr_id));
     }
@@ -148,7 +152,8 @@ static void put_device(state_t *s)
     mark(s, 'X');
     for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
         const sn_xfer_t *x = &srq->xfers[i & srq->xfer_mask];
-        put(s, ((uint64_t)recv_id_of(s, x->recv_wr_id) << 32) |
+        put(s, ((uint64_t)recv_id_of(s, srq->tags[x->tag_index].recv_wr_id)
+                << 32) |
                ((uint64_t)x->rndv << 31) | x->byte_len);
         put(s, (x->qp != NULL) ? conn_index(s, x->qp) : STATE_UNKNOWN);
     }
@@ -189,8 +194,8 @@ static void put_device(state_t *s)
     for (i = 0; i < s->args->num_eps; ++i) {
         const uct_rc_tm_ep_t *ep = ucs_derived_of(s->args->eps[i],
                                                   uct_rc_tm_ep_t);
-        put(s, ((uint64_t)ep->conn->qp->state << 32) |
-               softnic_test_pending_arrivals(ep->conn->qp));
+        put(s, ((uint64_t)ep->conn->rx_qp->state << 32) |
+               softnic_test_pending_arrivals(ep->conn->rx_qp));
     }
 }
 
@@ -199,8 +204,7 @@ static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
     put(s, ((uint64_t)recv_id(s, recv) << 48) | ((uint64_t)recv->flags << 16) |
            recv->refs);
     put(s, (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) ?
-           handle_state(s, recv->handle & SN_MAX_NUM_TAGS,
-                        recv->handle >> SN_TAG_INDEX_BITS) : 0xfe);
+           handle_state(s, recv->handle) : 0xfe);
 }
 
 /* The receives of a queue, in order (ucs_queue_for_each_* would form a
@@ -226,13 +230,16 @@ static void put_transport(state_t *s)
     put(s, iface->tm.num_tags);
     put(s, iface->tm.num_sw);
     put(s, iface->tm.ops_in_flight);
-    put(s, iface->tm.unexpected_cnt - s->args->base_unexp);
+    /* the device counts in 16 bits, and the base is its count */
+    put(s, (uint16_t)(iface->tm.unexpected_cnt - s->args->base_unexp));
     put(s, iface->tm.sync_pending);
+    /* whether a SYNC would tell the device anything new */
+    put(s, iface->tm.count_op_cnt == iface->tm.unexpected_cnt);
     /* the newest op in flight that carries a count: its place among the
      * ops in flight and its count (not the raw counters: they only grow) */
     if (iface->tm.count_op_sn > iface->tm.ops_posted - iface->tm.ops_in_flight) {
         put(s, iface->tm.ops_posted - iface->tm.count_op_sn + 1);
-        put(s, iface->tm.count_op_cnt - s->args->base_unexp);
+        put(s, (uint16_t)(iface->tm.count_op_cnt - s->args->base_unexp));
     } else {
         put(s, 0);
         put(s, 0);
@@ -297,7 +304,8 @@ static void put_device_recvs(state_t *s)
     }
     for (i = srq->xfer_head; i != srq->xfer_tail; ++i) {
         put_recv(s, (const uct_rc_tm_recv_t*)(uintptr_t)
-                    srq->xfers[i & srq->xfer_mask].recv_wr_id);
+                    srq->tags[srq->xfers[i & srq->xfer_mask].tag_index]
+                        .recv_wr_id);
     }
 }
 

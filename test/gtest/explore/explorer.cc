@@ -1049,6 +1049,33 @@ uint64_t rc_tm_explorer::sw_unexpected()
 /* rc_tm's and the device's state (explore_state.c), UCP's queues and
  * callbacks so far, and the order of the times the check uses: all that
  * decides what the rest of a schedule does and how it is judged */
+/* The device may end a schedule out of phase, and software with a count
+ * it has not sent (the next list operation would bring it); every schedule
+ * starts from the same state: a receive that nothing matches brings the
+ * count, as a user's next receive would, and is canceled */
+void rc_tm_explorer::resync_device(std::vector<std::string> *errors)
+{
+    mapped_buffer buf(m_component, m_md, 64, 0);
+    uct_iov_t iov = buf.iov(64);
+    struct resync_ctx {
+        uct_tag_context_t ctx;
+        bool              done;
+    } r = {};
+
+    r.ctx.tag_consumed_cb = [](uct_tag_context_t *) {};
+    r.ctx.completed_cb    = [](uct_tag_context_t *self, uct_tag_t, uint64_t,
+                               size_t, void *, ucs_status_t) {
+        ucs_container_of(self, resync_ctx, ctx)->done = true;
+    };
+    if ((uct_iface_tag_recv_zcopy(m_receiver.iface, UINT64_MAX, UINT64_MAX,
+                                  &iov, 1, &r.ctx) != UCS_OK) ||
+        !wait_for([&] { return softnic_test_in_phase(m_srq) != 0; }) ||
+        (uct_iface_tag_recv_cancel(m_receiver.iface, &r.ctx, 0) != UCS_OK) ||
+        !wait_for([&] { return r.done; })) {
+        errors->push_back("cleanup: could not bring the device back in phase");
+    }
+}
+
 bool rc_tm_explorer::current_state(state_key *key)
 {
     rc_tm_explore_state_args_t args;
@@ -1185,10 +1212,10 @@ bool rc_tm_explorer::check_schedule(std::string *report,
         }
     }
 
-    if (!softnic_test_in_phase(m_srq)) {
-        error("device out of phase at the end");
-    }
-    if (softnic_test_hw_unexp(m_srq) != (uint32_t)sw_unexpected()) {
+    /* The device may end out of phase (mlx5 asks for the count on an
+     * unexpected message only past 0x3fff of them): the next list operation
+     * carries it.  What must hold is that no message was lost between them */
+    if (softnic_test_hw_unexp(m_srq) != (uint16_t)sw_unexpected()) {
         error("device judged " + std::to_string(softnic_test_hw_unexp(m_srq)) +
               " messages unexpected, software counted " +
               std::to_string(sw_unexpected()));
@@ -1360,11 +1387,13 @@ bool rc_tm_explorer::cleanup(std::string *report)
     for (unsigned i = 0; i < 1000; ++i) {
         progress();
         if ((softnic_test_pending_ops(m_srq) == 0) &&
-            (softnic_test_pending_data(m_srq) == 0) && softnic_test_in_phase(m_srq) &&
-            (softnic_test_hw_unexp(m_srq) == (uint32_t)sw_unexpected())) {
+            (softnic_test_pending_data(m_srq) == 0) &&
+            (softnic_test_hw_unexp(m_srq) == (uint16_t)sw_unexpected())) {
             break;
         }
     }
+
+    resync_device(&errors);
 
     if ((softnic_test_pending_ops(m_srq) != 0) || (softnic_test_listed_tags(m_srq) != 0) ||
         (softnic_test_pending_data(m_srq) != 0)) {
@@ -1375,9 +1404,11 @@ bool rc_tm_explorer::cleanup(std::string *report)
                          std::to_string(softnic_test_pending_data(m_srq)) +
                          " transfers");
     }
-    if (!softnic_test_in_phase(m_srq) ||
-        (softnic_test_hw_unexp(m_srq) != (uint32_t)sw_unexpected())) {
-        errors.push_back("device not in phase after cleanup");
+    /* out of phase is allowed (the next list operation brings the count),
+     * a count that differs is not */
+    if (softnic_test_hw_unexp(m_srq) != (uint16_t)sw_unexpected()) {
+        errors.push_back("device and software count unexpected messages "
+                         "differently after cleanup");
     }
     softnic_test_set_mode(m_dev, SOFTNIC_MODE_MANUAL);
 

@@ -204,6 +204,7 @@ private:
                    std::string *report, std::string *outcome_key,
                    uint64_t *merged_count);
     bool current_state(state_key *key);
+    void resync_device(std::vector<std::string> *errors);
     static bool contains(const std::vector<action> &v, const action &a);
 
     std::unordered_map<state_key, uint64_t, state_key_hash> m_memo;
