@@ -56,11 +56,16 @@ typedef struct tm_dev_info {
  * max_msg_size apply to the software NIC only (a NIC's packet is its MTU,
  * its largest message its port's).
  */
+/* Fewest untagged SRQ buffers tag matching works with: rdma-core's tests
+ * post 33 to a mlx5 TM-SRQ, a hardware limitation */
+#define TM_DEV_MIN_SRQ_DEPTH    33
+
 typedef struct tm_dev_attr {
     uint32_t            max_num_tags;       /* matching list size */
     uint32_t            max_ops;            /* outstanding list operations */
     uint32_t            max_rndv_hdr_size;  /* TMH + RVH + user header */
-    uint32_t            srq_depth;          /* untagged SRQ buffers */
+    uint32_t            srq_depth;          /* untagged SRQ buffers, at least
+                                               TM_DEV_MIN_SRQ_DEPTH */
     uint32_t            eager_packet_size;  /* longer matched eager: MATCH, then DATA_VALID */
     uint32_t            max_msg_size;       /* largest SEND */
     uint32_t            max_send_wr;        /* per connection */

@@ -175,7 +175,8 @@ static int sn_srq_attr_check(const struct ibv_srq_init_attr_ex *attr)
         (attr->srq_type != IBV_SRQT_TM)) {
         return EOPNOTSUPP;      /* only tag-matching SRQs */
     }
-    if ((attr->attr.max_wr == 0) || (attr->attr.max_wr > SN_MAX_SRQ_WR) ||
+    if ((attr->attr.max_wr < SN_MIN_TM_SRQ_WR) ||
+        (attr->attr.max_wr > SN_MAX_SRQ_WR) ||
         (attr->attr.max_sge > 1) || (attr->tm_cap.max_num_tags == 0) ||
         (attr->tm_cap.max_num_tags > SN_MAX_NUM_TAGS) ||
         (attr->tm_cap.max_ops == 0) || (attr->tm_cap.max_ops > SN_MAX_OPS) ||

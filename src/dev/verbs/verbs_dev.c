@@ -436,6 +436,12 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
     if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
         tm_verbs_softnic_limits(dev);
     }
+    if (dev->lim.srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
+        ret = EINVAL;
+        tm_dev_debug("verbs: %s: SRQ depth %u is below tag matching's %u",
+                     info->name, dev->lim.srq_depth, TM_DEV_MIN_SRQ_DEPTH);
+        goto err_dealloc_pd;
+    }
     ret = tm_verbs_probe_queues(dev);
     if (ret != 0) {
         goto err_dealloc_pd;

@@ -141,7 +141,8 @@ static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
                     (max < TM_VERBS_POLL_MAX) ? max : TM_VERBS_POLL_MAX,
                     ibv_wc);
     if (tm_unlikely(n < 0)) {
-        tm_dev_error("verbs: %s: ibv_poll_cq() failed: %d", cq->dev->name,
+        /* Dead for good (overrun): the caller says so, once */
+        tm_dev_debug("verbs: %s: ibv_poll_cq() failed: %d", cq->dev->name,
                      n);
         return -EIO;
     }
@@ -176,8 +177,9 @@ int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
     if (ret == ENOENT) {
         return 0;
     } else if (tm_unlikely(ret != 0)) {
-        /* No batch was started: end_poll must not be called */
-        tm_dev_error("verbs: %s: ibv_start_poll() failed: %s",
+        /* No batch was started: end_poll must not be called.  The CQ is
+         * dead for good (overrun): the caller says so, once */
+        tm_dev_debug("verbs: %s: ibv_start_poll() failed: %s",
                      cq->dev->name, strerror(ret));
         return -ret;
     }
@@ -273,7 +275,7 @@ void tm_dev_destroy_srq(tm_dev_srq_t *tsrq)
 
 
 /*
- * The probes' queues: an extended CQ and a one-entry TM-SRQ on it, created
+ * The probes' queues: an extended CQ and a smallest TM-SRQ on it, created
  * at open (tm_verbs_probe_queues) and, for a port on Ethernet, when listing
  */
 int tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
@@ -299,7 +301,7 @@ int tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
     }
 
     memset(&srq_attr, 0, sizeof(srq_attr));
-    srq_attr.attr.max_wr         = 1;
+    srq_attr.attr.max_wr         = TM_DEV_MIN_SRQ_DEPTH;
     srq_attr.attr.max_sge        = 1;
     srq_attr.comp_mask           = IBV_SRQ_INIT_ATTR_TYPE |
                                    IBV_SRQ_INIT_ATTR_PD |

@@ -9,12 +9,14 @@ src_uct_rc_tm_libuct_rc_tm_core_la_SOURCES = \
 	src/uct/rc_tm/rc_tm_md.c \
 	src/uct/rc_tm/rc_tm_iface.h \
 	src/uct/rc_tm/rc_tm_iface.c \
+	src/uct/rc_tm/rc_tm_progress.c \
 	src/uct/rc_tm/rc_tm_counters.c \
 	src/uct/rc_tm/rc_tm_ep.h \
 	src/uct/rc_tm/rc_tm_ep.c \
 	src/uct/rc_tm/rc_tm_ep_send.c \
 	src/uct/rc_tm/rc_tm_tag.h \
 	src/uct/rc_tm/rc_tm_tag.c \
+	src/uct/rc_tm/rc_tm_tag_list.c \
 	src/uct/rc_tm/rc_tm_tag_rx.c
 src_uct_rc_tm_libuct_rc_tm_core_la_CPPFLAGS = \
 	$(AM_CPPFLAGS) $(UCX_INTERNAL_CPPFLAGS) $(UCX_CFLAGS)

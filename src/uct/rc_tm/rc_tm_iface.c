@@ -1,5 +1,6 @@
 /*
- * rc_tm interface: resources, progress, receive dispatch, active messages.
+ * rc_tm interface: configuration, queues and untagged receive buffers,
+ * addresses, query, flush.  Progress is in rc_tm_progress.c.
  */
 #include "rc_tm_iface.h"
 #include "rc_tm_ep.h"
@@ -119,7 +120,8 @@ uct_rc_tm_iface_post_rx_failed(uct_rc_tm_iface_t *iface,
     return posted;
 }
 
-void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
+/* Posts up to a batch of buffers; returns how many the SRQ took */
+static unsigned uct_rc_tm_iface_post_rx_batch(uct_rc_tm_iface_t *iface)
 {
     struct ibv_recv_wr wr[UCT_RC_TM_POLL_BATCH], *bad_wr;
     struct ibv_sge sge[UCT_RC_TM_POLL_BATCH];
@@ -145,7 +147,7 @@ void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
     }
 
     if (count == 0) {
-        return;
+        return 0;
     }
 
     wr[count - 1].next = NULL;
@@ -154,6 +156,15 @@ void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
         count = uct_rc_tm_iface_post_rx_failed(iface, wr, bad_wr, count, ret);
     }
     iface->rx.posted += count;
+    return count;
+}
+
+/* Fills the SRQ: a NIC's tag matching wants every untagged buffer posted
+ * (mlx5's at least 33), and a polled batch used at most one batch */
+void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
+{
+    while (uct_rc_tm_iface_post_rx_batch(iface) == UCT_RC_TM_POLL_BATCH) {
+    }
 }
 
 void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem)
@@ -168,206 +179,6 @@ static void uct_rc_tm_release_desc(uct_recv_desc_t *self, void *desc)
                                              -(ptrdiff_t)(sizeof(uct_rc_tm_rx_elem_t) +
                                                           UCT_RC_TM_TMH_LEN)));
 }
-
-static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
-                                              struct ibv_tmh *tmh,
-                                              uint32_t length)
-{
-    uint8_t am_id = be32toh(tmh->app_ctx);
-    void *data    = tmh + 1;
-
-    if (ucs_unlikely((am_id >= UCT_AM_ID_MAX) ||
-                     (length < UCT_RC_TM_TMH_LEN))) {
-        ucs_error("rc_tm: dropped malformed active message (id %u length %u)",
-                  am_id, length);
-        return UCS_OK;
-    }
-
-    uct_rc_tm_iface_set_release_desc(iface, data);
-    return uct_iface_invoke_am(&iface->super, am_id, data,
-                               length - UCT_RC_TM_TMH_LEN,
-                               UCT_CB_PARAM_FLAG_DESC);
-}
-
-static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
-                                      const tm_dev_wc_t *wc)
-{
-    void *elem = (void*)(uintptr_t)wc->wr_id;
-    struct ibv_tmh *tmh = UCS_PTR_BYTE_OFFSET(elem, iface->rx.msg_offset);
-    ucs_status_t status;
-
-    --iface->rx.posted;
-
-    if (ucs_unlikely(wc->byte_len < UCT_RC_TM_TMH_LEN)) {
-        ucs_error("rc_tm: dropped %u-byte message, shorter than its header",
-                  wc->byte_len);
-        status = UCS_OK;
-    } else if (tmh->opcode == IBV_TMH_NO_TAG) {
-        /* By the header, not the opcode: a NIC may report FIN as NO_TAG */
-        status = uct_rc_tm_iface_invoke_am(iface, tmh, wc->byte_len);
-    } else {
-        status = uct_rc_tm_tag_handle_unexp(iface, wc, tmh);
-    }
-
-    if (status != UCS_INPROGRESS) {
-        ucs_mpool_put_inline(elem);
-    }
-}
-
-
-/* ----- progress ----- */
-
-/* The endpoint of a connection, or the passive one standing for a peer's
- * connection to our SRQ (created on first use) */
-uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
-                                          uint32_t qp_num)
-{
-    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, qp_num);
-
-    if (it != kh_end(&iface->eps)) {
-        return kh_value(&iface->eps, it);
-    }
-    return uct_rc_tm_iface_passive_ep(iface, qp_num);
-}
-
-static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
-                                           const tm_dev_wc_t *wc)
-{
-    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
-
-    if (ucs_unlikely(it == kh_end(&iface->eps))) {
-        /* The endpoint was destroyed with this send in flight; it returned
-         * the send's credit then */
-        return;
-    }
-
-    uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
-}
-
-/*
- * A failed completion on the receive CQ that is not the device's tag
- * matching (those carry a TM opcode or flags): mlx5 reports such an error
- * with opcode 0 whatever failed, and for a receive with the wr_id of
- * whatever buffer its CQE names, which for a tagged message means nothing.
- * Only the QP number tells what failed: a passive connection's send (ours:
- * its wr_id is the send's number), or the connection's receive-only QP,
- * where either the peer's message could not be received (it took an
- * untagged buffer) or the device's own rendezvous read failed (the receives
- * it had matched there never complete).  Either way the connection fails.
- */
-static UCS_F_NOINLINE void
-uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
-                                 const tm_dev_wc_t *wc)
-{
-    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
-    uct_rc_tm_ep_t *ep;
-
-    if (uct_rc_tm_wc_is_responder_error(wc->status)) {
-        --iface->rx.posted;
-    }
-    if (it == kh_end(&iface->eps)) {
-        ucs_debug("rc_tm: %s on qp 0x%x, which has no endpoint",
-                  ibv_wc_status_str(wc->status), wc->qp_num);
-        return;
-    }
-
-    ep = kh_value(&iface->eps, it);
-    if (wc->qp_num == ep->qp_num) {
-        uct_rc_tm_ep_handle_send_wc(ep, wc);
-        return;
-    }
-    ucs_log((wc->status == IBV_WC_WR_FLUSH_ERR) ? UCS_LOG_LEVEL_DEBUG :
-            UCS_LOG_LEVEL_ERROR, "rc_tm: receive side of qp 0x%x failed: %s",
-            wc->qp_num, ibv_wc_status_str(wc->status));
-    uct_rc_tm_tag_fail_matched(iface, wc->qp_num, wc->status);
-    uct_rc_tm_ep_set_failed(ep, wc->status);
-}
-
-/* What a receive CQ completion is, by its TM opcode and flags (mlx5 reports
- * a canceled software rendezvous as IBV_WC_RECV with MATCH | DATA_VALID,
- * and an unexpected message as IBV_WC_TM_RECV with neither) */
-static UCS_F_ALWAYS_INLINE void
-uct_rc_tm_iface_dispatch_recv_wc(uct_rc_tm_iface_t *iface,
-                                 const tm_dev_wc_t *wc)
-{
-    if (ucs_unlikely(wc->wc_flags & (IBV_WC_TM_MATCH |
-                                     IBV_WC_TM_DATA_VALID))) {
-        uct_rc_tm_tag_handle_wc(iface, wc);
-    } else if (ucs_likely((wc->opcode == IBV_WC_RECV) ||
-                          (wc->opcode == IBV_WC_TM_NO_TAG) ||
-                          (wc->opcode == IBV_WC_TM_RECV)) &&
-               ucs_likely(wc->status == IBV_WC_SUCCESS)) {
-        uct_rc_tm_iface_handle_rx(iface, wc);
-    } else if ((wc->opcode == IBV_WC_TM_ADD) || (wc->opcode == IBV_WC_TM_DEL) ||
-               (wc->opcode == IBV_WC_TM_SYNC)) {
-        uct_rc_tm_tag_handle_wc(iface, wc);
-    } else if (wc->status == IBV_WC_SUCCESS) {
-        /* Sends of passive connections complete here */
-        uct_rc_tm_iface_handle_send_wc(iface, wc);
-    } else {
-        uct_rc_tm_iface_handle_failed_wc(iface, wc);
-    }
-}
-
-static unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
-{
-    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
-    tm_dev_wc_t wc[UCT_RC_TM_POLL_BATCH];
-    unsigned count = 0;
-    int i, n;
-
-    n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
-    for (i = 0; i < n; ++i) {
-        uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
-    }
-    if (n > 0) {
-        count += n;
-        uct_rc_tm_iface_post_rx(iface);
-    } else if (ucs_unlikely(n < 0)) {
-        ucs_error("rc_tm: polling receive completions failed: %s",
-                  strerror(-n));
-    } else if (ucs_unlikely(iface->rx.posted == 0)) {
-        /* The user held every buffer (UCX_RC_TM_RX_MAX_BUFS): no message
-         * can arrive to trigger the refill, so take back what was returned */
-        uct_rc_tm_iface_post_rx(iface);
-    }
-
-    if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.cancel_queue))) {
-        count += uct_rc_tm_tag_progress(iface);
-    }
-
-    /* Send completions only when nothing was received, or sends wait for
-     * them, as UCX's rc transports do: a progress call that delivered
-     * messages has done its share (and the software NIC's send side runs
-     * in this poll) */
-    if ((count > 0) && ucs_arbiter_is_empty(&iface->arbiter) &&
-        ucs_list_is_empty(&iface->tx.ctl_eps)) {
-        goto out;
-    }
-
-    n = tm_dev_poll_cq(iface->send_cq, UCT_RC_TM_POLL_BATCH, wc);
-    for (i = 0; i < n; ++i) {
-        uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
-    }
-    if (ucs_unlikely(n < 0)) {
-        ucs_error("rc_tm: polling send completions failed: %s", strerror(-n));
-    } else if (n > 0) {
-        count += n;
-    }
-
-out:
-    if (count > 0) {
-        /* Credits came back: control messages waiting for them go first,
-         * then pending requests */
-        if (ucs_unlikely(!ucs_list_is_empty(&iface->tx.ctl_eps))) {
-            uct_rc_tm_tag_ctl_progress(iface);
-        }
-        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rc_tm_ep_process_pending,
-                             NULL);
-    }
-    return count;
-}
-
 
 /* ----- interface operations ----- */
 
@@ -591,6 +402,22 @@ uct_rc_tm_iface_check_config(const uct_rc_tm_iface_config_t *config,
     return UCS_OK;
 }
 
+/* A NIC's CQ that overflows is dead, so the receive CQ holds the most it
+ * can ever be owed (as UCX's rc_mlx5 sizes it): one completion per
+ * untagged buffer; two per device list slot (the MATCH and the final one,
+ * the slot is taken until both are polled); one per list operation in
+ * flight (ADD, DEL, SYNC); and, when peers may connect to the SRQ, the
+ * sends of those connections, which complete here and take the
+ * interface's send credits. */
+static unsigned uct_rc_tm_iface_recv_cq_len(const uct_rc_tm_iface_t *self,
+                                            unsigned tx_queue_len)
+{
+    const tm_dev_caps_t *caps = &self->md->caps;
+
+    return self->rx.depth + (2 * caps->tm.max_num_tags) + caps->tm.max_ops +
+           ((caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) ? tx_queue_len : 0);
+}
+
 static ucs_status_t uct_rc_tm_iface_create_queues(uct_rc_tm_iface_t *self,
                                                   unsigned tx_queue_len)
 {
@@ -601,8 +428,8 @@ static ucs_status_t uct_rc_tm_iface_create_queues(uct_rc_tm_iface_t *self,
         goto err;
     }
 
-    ret = tm_dev_create_cq(self->dev, self->rx.depth + self->md->caps.tm.max_ops +
-                                      self->md->caps.tm.max_num_tags,
+    ret = tm_dev_create_cq(self->dev,
+                           uct_rc_tm_iface_recv_cq_len(self, tx_queue_len),
                            &self->recv_cq);
     if (ret != 0) {
         goto err_destroy_send_cq;
@@ -689,6 +516,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     self->tx.available          = config->tx_queue_len;
     ucs_list_head_init(&self->tx.ctl_eps);
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
+    self->cq_failed             = 0;
     ucs_arbiter_init(&self->arbiter);
 
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,

@@ -136,9 +136,12 @@ typedef enum {
     UCT_RC_TM_RECV_SLOT      = UCS_BIT(8), /* holds a device list slot */
     UCT_RC_TM_RECV_AWAIT_FINAL = UCS_BIT(9),/* in tm.matched: MATCH seen,
                                               the final completion not yet */
-    UCT_RC_TM_RECV_FAILED    = UCS_BIT(10) /* completed when its connection
+    UCT_RC_TM_RECV_FAILED    = UCS_BIT(10),/* completed when its connection
                                               failed: a late final
                                               completion is dropped */
+    UCT_RC_TM_RECV_EVICTING  = UCS_BIT(11) /* DEL posted to find a receive
+                                              a failed message took: back
+                                              to software if it succeeds */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
@@ -199,6 +202,7 @@ typedef struct uct_rc_tm_iface {
     tm_dev_cq_t               *recv_cq;
     tm_dev_srq_t              *srq;
     khash_t(uct_rc_tm_qpn)    eps;      /* qp_num -> endpoint */
+    int                       cq_failed;/* a CQ overran: said once */
     ucs_arbiter_t             arbiter;  /* endpoints with pending requests */
 
     struct {
@@ -227,6 +231,8 @@ typedef struct uct_rc_tm_iface {
         unsigned              num_tags;       /* device list slots taken */
         unsigned              num_sw;         /* entries software holds */
         unsigned              ops_in_flight;  /* list ops posted, not done */
+        unsigned              evicting;       /* EVICTING receives: nothing
+                                                 goes to the device */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
         uint64_t              ops_posted;     /* list ops ever posted */
         uint64_t              count_op_sn;    /* ops_posted of the newest op
@@ -272,7 +278,8 @@ typedef struct uct_rc_tm_iface {
 extern uct_tl_t uct_rc_tm_tl;
 extern const char *uct_rc_tm_stat_names[];
 
-/* Receive path (rc_tm_iface.c) */
+/* Receive path (rc_tm_iface.c, rc_tm_progress.c) */
+unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface);
 uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
                                           uint32_t qp_num);
 void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem);
@@ -287,6 +294,7 @@ void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
 void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                                 enum ibv_wc_status wc_status);
+void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);
 unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
 ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         const tm_dev_wc_t *wc,
@@ -334,6 +342,22 @@ uct_rc_tm_wc_is_responder_error(enum ibv_wc_status status)
 {
     return (status == IBV_WC_LOC_LEN_ERR) || (status == IBV_WC_LOC_PROT_ERR) ||
            (status == IBV_WC_LOC_QP_OP_ERR);
+}
+
+/* What a failed completion means for the receive it names */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_rc_tm_wc_recv_status(enum ibv_wc_status status)
+{
+    switch (status) {
+    case IBV_WC_SUCCESS:
+        return UCS_OK;
+    case IBV_WC_LOC_LEN_ERR:
+        return UCS_ERR_MESSAGE_TRUNCATED;
+    case IBV_WC_REM_ACCESS_ERR:
+        return UCS_ERR_INVALID_ADDR;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
 }
 
 /* Before handing payload (which follows a TMH) to the user with

@@ -24,7 +24,8 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops), UCS_CONFIG_TYPE_UINT},
 
     {"SRQ_DEPTH", "1024",
-     "Number of untagged receive buffers in the tag-matching SRQ.",
+     "Number of untagged receive buffers in the tag-matching SRQ; at least 33,\n"
+     "which a mlx5 tag-matching SRQ needs.",
      ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
 
     {"SOFT_PACKET_SIZE", "4k",
@@ -230,11 +231,16 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     uct_rc_tm_md_t *md;
     int ret;
 
-    if ((config->list_size == 0) || (config->max_list_ops == 0) ||
-        (config->srq_depth == 0)) {
-        ucs_error("rc_tm: UCX_RC_TM_LIST_SIZE (%u), UCX_RC_TM_LIST_MAX_OPS "
-                  "(%u) and UCX_RC_TM_SRQ_DEPTH (%u) must be positive",
-                  config->list_size, config->max_list_ops, config->srq_depth);
+    if ((config->list_size == 0) || (config->max_list_ops == 0)) {
+        ucs_error("rc_tm: UCX_RC_TM_LIST_SIZE (%u) and "
+                  "UCX_RC_TM_LIST_MAX_OPS (%u) must be positive",
+                  config->list_size, config->max_list_ops);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
+        ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH (%u) must be at least %u, the "
+                  "untagged buffers a mlx5 tag-matching SRQ needs",
+                  config->srq_depth, TM_DEV_MIN_SRQ_DEPTH);
         return UCS_ERR_INVALID_PARAM;
     }
 

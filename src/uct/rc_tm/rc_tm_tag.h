@@ -1,9 +1,10 @@
 /*
- * rc_tm tag offload: what its two halves share.  rc_tm_tag.c keeps the
- * posted receives and the device's list (posting, cancel, list operations,
- * phase); rc_tm_tag_rx.c handles the messages (device-matched completions,
- * software matching of unexpected messages, rendezvous finished in
- * software, FINs).
+ * rc_tm tag offload: what its three parts share.  rc_tm_tag.c keeps the
+ * posted receives (posting, cancel, their contexts); rc_tm_tag_list.c the
+ * device's list (list operations and their completions, phase,
+ * promotion); rc_tm_tag_rx.c handles the messages (device-matched
+ * completions, software matching of unexpected messages, rendezvous
+ * finished in software, FINs).
  */
 #ifndef UCT_RC_TM_TAG_H_
 #define UCT_RC_TM_TAG_H_
@@ -39,9 +40,14 @@ void uct_rc_tm_recv_slot_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
 int uct_rc_tm_recv_release_ctx(uct_rc_tm_iface_t *iface,
                                uct_rc_tm_recv_t *recv);
 
-/* List operations (rc_tm_tag.c) */
+/* List operations (rc_tm_tag_list.c) */
+/* Lists the receive in the device; 0 when the list or its operations are
+ * full */
+int uct_rc_tm_tag_add_to_device(uct_rc_tm_iface_t *iface,
+                                uct_rc_tm_recv_t *recv);
 void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
 void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_promote(uct_rc_tm_iface_t *iface);
 
 /* Messages (rc_tm_tag_rx.c) */
 void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,

@@ -257,21 +257,6 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
                             (const struct ibv_rvh*)(tmh + 1));
 }
 
-static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_rc_tm_tag_wc_status(const tm_dev_wc_t *wc)
-{
-    switch (wc->status) {
-    case IBV_WC_SUCCESS:
-        return UCS_OK;
-    case IBV_WC_LOC_LEN_ERR:
-        return UCS_ERR_MESSAGE_TRUNCATED;
-    case IBV_WC_REM_ACCESS_ERR:
-        return UCS_ERR_INVALID_ADDR;
-    default:
-        return UCS_ERR_IO_ERROR;
-    }
-}
-
 /* The MATCH completion: the only one with the message's tag and app
  * context (mlx5 scatters the TMH into that CQE alone) */
 static void uct_rc_tm_tag_matched(uct_rc_tm_iface_t *iface,
@@ -313,7 +298,7 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
             uct_rc_tm_tag_rndv_incomplete(iface, recv);
         } else {
             uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, 0, 0,
-                                        uct_rc_tm_tag_wc_status(wc));
+                                        uct_rc_tm_wc_recv_status(wc->status));
         }
         return;
     }
@@ -323,7 +308,8 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
         if (uct_rc_tm_recv_release_ctx(iface, recv)) {
             recv->ctx->rndv_cb(recv->ctx, recv->stag, recv->buffer,
-                               wc->byte_len, uct_rc_tm_tag_wc_status(wc), 0);
+                               wc->byte_len,
+                               uct_rc_tm_wc_recv_status(wc->status), 0);
         }
         uct_rc_tm_recv_put(iface, recv);
         return;
@@ -334,7 +320,7 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
     uct_rc_tm_stat(iface, (!with_imm && (recv->app_ctx != 0)) ?
                           UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
     uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, wc->byte_len,
-                                uct_rc_tm_tag_wc_status(wc));
+                                uct_rc_tm_wc_recv_status(wc->status));
 }
 
 void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
@@ -393,8 +379,7 @@ void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
         recv->flags |= UCT_RC_TM_RECV_FAILED;
         ucs_list_del(&recv->sw_list);
         uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, 0, 0,
-                                    (wc_status == IBV_WC_REM_ACCESS_ERR) ?
-                                    UCS_ERR_INVALID_ADDR : UCS_ERR_IO_ERROR);
+                                    uct_rc_tm_wc_recv_status(wc_status));
     }
 }
 
@@ -491,7 +476,9 @@ uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_SW_WON);
         recv->flags |= UCT_RC_TM_RECV_SW_WON;
         ++recv->refs; /* completion here drops one; the DEL the other */
-        uct_rc_tm_tag_post_del(iface, recv);
+        if (!(recv->flags & UCT_RC_TM_RECV_EVICTING)) {
+            uct_rc_tm_tag_post_del(iface, recv);
+        }
     }
 
     recv->ctx->tag_consumed_cb(recv->ctx);

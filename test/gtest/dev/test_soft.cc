@@ -58,7 +58,7 @@ TEST(soft_dev, defaults_and_attributes)
     attr.max_num_tags      = 3;
     attr.max_ops           = 5;
     attr.max_rndv_hdr_size = 128;
-    attr.srq_depth         = 7;
+    attr.srq_depth         = 40;
     attr.eager_packet_size = 100;
     attr.max_msg_size      = 4096;
     attr.max_send_wr       = 9;
@@ -67,7 +67,7 @@ TEST(soft_dev, defaults_and_attributes)
     EXPECT_EQ(3u, caps.tm.max_num_tags);
     EXPECT_EQ(5u, caps.tm.max_ops);
     EXPECT_EQ(128u, caps.tm.max_rndv_hdr_size);
-    EXPECT_EQ(7u, caps.max_srq_wr);
+    EXPECT_EQ(40u, caps.max_srq_wr);
     EXPECT_EQ(100u, caps.eager_packet_size);
     EXPECT_EQ(4096u, caps.max_msg_size);
     EXPECT_EQ(9u, caps.max_send_wr);

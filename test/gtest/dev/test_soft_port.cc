@@ -2,6 +2,7 @@
  * The software NIC's port and QPs as rdma-core's mlx5 provider has them:
  *  - an Ethernet (RoCE) port (SOFTNIC_LINK_LAYER=eth) on which no TM-SRQ
  *    can be created, so that the device is not listed for tag matching;
+ *  - no TM-SRQ of fewer than 33 untagged buffers;
  *  - ibv_query_qp reading back what the device layer set;
  *  - destroying a QP drops its completions software has not polled
  *    (rdma-core's __mlx5_cq_clean), leaving behind what mlx5 leaves.
@@ -57,10 +58,10 @@ unsigned soft_listed()
 }
 
 /* On a software NIC opened with SOFTNIC_LINK_LAYER=link_layer: port 1's
- * link layer and GID type, and the errno of creating a TM-SRQ (0 if it
- * could) */
+ * link layer and GID type, and the errno of creating a TM-SRQ of max_wr
+ * untagged buffers (0 if it could) */
 void soft_port_probe(const char *link_layer, uint8_t *ll, uint32_t *gid_type,
-                     int *srq_err)
+                     int *srq_err, uint32_t max_wr = 33)
 {
     env_guard env("SOFTNIC_LINK_LAYER", link_layer);
     struct ibv_context *ctx = softnic_open_device(
@@ -83,7 +84,7 @@ void soft_port_probe(const char *link_layer, uint8_t *ll, uint32_t *gid_type,
     struct ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &cq_attr);
     ASSERT_NE(nullptr, cq) << "a CQ works on either link layer";
 
-    attr.attr.max_wr         = 4;
+    attr.attr.max_wr         = max_wr;
     attr.attr.max_sge        = 1;
     attr.comp_mask           = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
                                IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
@@ -130,6 +131,33 @@ TEST(soft_port, ethernet_port_refuses_a_tm_srq_as_mlx5)
         EXPECT_EQ((uint32_t)IBV_GID_TYPE_IB, gid_type);
         EXPECT_EQ(0, err);
     }
+}
+
+/* rdma-core's tests post 33 untagged buffers to a mlx5 TM-SRQ, "a hardware
+ * limitation": the software NIC refuses a TM-SRQ that cannot hold them, and
+ * so does the device layer's open */
+TEST(soft_port, tm_srq_needs_33_untagged_buffers)
+{
+    uint8_t ll;
+    uint32_t gid_type;
+    int err;
+
+    ASSERT_NO_FATAL_FAILURE(soft_port_probe(nullptr, &ll, &gid_type, &err,
+                                            32));
+    EXPECT_EQ(EINVAL, err);
+    ASSERT_NO_FATAL_FAILURE(soft_port_probe(nullptr, &ll, &gid_type, &err,
+                                            33));
+    EXPECT_EQ(0, err);
+
+    tm_dev_info_t info;
+    tm_dev_attr_t attr = {};
+    tm_dev_t *dev;
+    ASSERT_EQ(0, tm_dev_find("soft", &info));
+    attr.srq_depth = TM_DEV_MIN_SRQ_DEPTH - 1;
+    EXPECT_EQ(EINVAL, tm_dev_open(&info, &attr, &dev));
+    attr.srq_depth = TM_DEV_MIN_SRQ_DEPTH;
+    ASSERT_EQ(0, tm_dev_open(&info, &attr, &dev));
+    tm_dev_close(dev);
 }
 
 /* Listing tries a TM-SRQ on an Ethernet port: the software NIC is not

@@ -730,12 +730,13 @@ TEST_F(rc_tm_fault, endpoint_check_of_a_live_peer)
 
 /* ----- receive resources exhausted ----- */
 
-/* Two untagged buffers, a flood of active messages and unexpected tagged
- * messages while the user keeps every descriptor: the device waits for
- * buffers (RNR), nothing is lost, every sender's order holds */
-TEST_F(rc_tm_fault, srq_of_two_buffers_under_a_flood)
+/* The fewest untagged buffers (33), a flood of active messages and
+ * unexpected tagged messages while the user keeps every descriptor: the
+ * device waits for buffers (RNR), nothing is lost, every sender's order
+ * holds */
+TEST_F(rc_tm_fault, smallest_srq_under_a_flood)
 {
-    open({{"SRQ_DEPTH", "2"}});
+    open({{"SRQ_DEPTH", "33"}});
     m_receiver.keep_am = true;
     const int count    = 2000;
     for (int i = 0; i < count; ++i) {
@@ -770,7 +771,7 @@ TEST_F(rc_tm_fault, srq_of_two_buffers_under_a_flood)
  * refilled and the rest arrives */
 TEST_F(rc_tm_fault, held_descriptors_returned_refill_the_srq)
 {
-    open({{"SRQ_DEPTH", "4"}}, {{"RX_MAX_BUFS", "8"}, {"RX_BUFS_GROW", "8"}});
+    open({{"SRQ_DEPTH", "33"}}, {{"RX_MAX_BUFS", "8"}, {"RX_BUFS_GROW", "8"}});
     m_receiver.keep_am = true;
     const int count    = 40;
     std::vector<char> data(1000, 'a');

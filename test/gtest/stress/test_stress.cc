@@ -195,14 +195,14 @@ TEST(rc_tm_stress, ucp_two_processes_against_mpi_model)
     check_paths(r);
 }
 
-/* Resources at their smallest: 4 untagged SRQ buffers (floods wait for the
- * receiver, RNR), one list operation in flight (the rest queue), a device
- * list of 2 */
+/* Resources at their smallest: 33 untagged SRQ buffers, the fewest mlx5
+ * takes (floods wait for the receiver, RNR), one list operation in flight
+ * (the rest queue), a device list of 2 */
 TEST(rc_tm_stress, tiny_srq_and_list_operations)
 {
     run_checked({{"UCX_RC_TM_LIST_SIZE", "2"},
                  {"UCX_RC_TM_LIST_MAX_OPS", "1"},
-                 {"UCX_RC_TM_SRQ_DEPTH", "4"}}, 10);
+                 {"UCX_RC_TM_SRQ_DEPTH", "33"}}, 10);
 }
 
 /* List operations without the count: the device comes back in phase only

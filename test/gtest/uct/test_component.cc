@@ -133,6 +133,23 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
     uct_config_release(config);
 }
 
+/* A mlx5 TM-SRQ needs 33 untagged buffers (rdma-core's tests): fewer is a
+ * configuration error at md open, and 33 works */
+TEST_F(rc_tm_component, srq_of_fewer_than_33_buffers_is_refused)
+{
+    uct_md_config_t *config;
+    uct_md_h md;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "SRQ_DEPTH", "32"));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_md_open(m_component, m_md_name.c_str(), config, &md));
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "SRQ_DEPTH", "33"));
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name.c_str(), config,
+                                  &md));
+    uct_md_close(md);
+    uct_config_release(config);
+}
+
 TEST_F(rc_tm_component, foreign_rkey_is_refused)
 {
     uint64_t foreign[2] = {0x1234567812345678ull, 0};

@@ -7,6 +7,7 @@
 #include "../common/softnic_steer.h"
 
 #include <cstring>
+#include <memory>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -153,25 +154,48 @@ TEST_F(rc_tm_tag, eager_unexpected)
     EXPECT_EQ(1u, counters(m_receiver)[RX_EAGER_UNEXP]);
 }
 
+/* mlx5 fails the QP when an eager message of more than one CQE's 64 bytes
+ * is too long for the receive it matched, and its error completion names no
+ * receive: the receive must still complete (truncated), and the receives
+ * the device held beside it stay posted, in posting order */
 TEST_F(rc_tm_tag, truncated_eager)
 {
     open();
     mapped_buffer rbuf(m_component, m_md, 64, 'x');
-    tag_recv r;
+    mapped_buffer rbuf2(m_component, m_md, 4096, 0);
+    mapped_buffer rbuf3(m_component, m_md, 4096, 0);
+    tag_recv r, r2, r3;
     ASSERT_EQ(UCS_OK, post(r, rbuf, 1));
+    ASSERT_EQ(UCS_OK, post(r2, rbuf2, 2));
+    ASSERT_EQ(UCS_OK, post(r3, rbuf3, 2));
+    flush(m_receiver);
+    ASSERT_EQ(3u, counters(m_receiver)[POST_DEVICE]);
+
     std::vector<char> data = pattern(2000, 5);
     send_eager_bcopy(1, data);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
     EXPECT_EQ(UCS_ERR_MESSAGE_TRUNCATED, r.status);
+    EXPECT_EQ(0, r2.completed);
+    EXPECT_EQ(0, r3.completed);
 
-    /* Later traffic is unharmed */
-    tag_recv r2;
-    mapped_buffer rbuf2(m_component, m_md, 4096, 0);
-    ASSERT_EQ(UCS_OK, post(r2, rbuf2, 2));
-    send_eager_bcopy(2, data);
-    ASSERT_TRUE(wait_for([&] { return r2.completed > 0; }));
+    /* Over a new connection, the two receives of tag 2 take the next two
+     * messages in the order they were posted */
+    connect(m_sender, m_receiver);
+    uct_ep_h ep2 = m_sender.eps.back();
+    std::vector<char> first = pattern(1000, 6), second = pattern(1000, 7);
+    for (auto *d : {&first, &second}) {
+        ASSERT_TRUE(wait_for([&] {
+            return uct_ep_tag_eager_bcopy(ep2, 2, 0, pack_buf, d, 0) !=
+                   UCS_ERR_NO_RESOURCE;
+        }));
+    }
+    ASSERT_TRUE(wait_for([&] { return (r2.completed > 0) &&
+                                      (r3.completed > 0); }));
     EXPECT_EQ(UCS_OK, r2.status);
-    EXPECT_EQ(0, memcmp(data.data(), rbuf2.ptr(), data.size()));
+    EXPECT_EQ(UCS_OK, r3.status);
+    EXPECT_EQ(0, memcmp(first.data(), rbuf2.ptr(), first.size()));
+    EXPECT_EQ(0, memcmp(second.data(), rbuf3.ptr(), second.size()));
+    EXPECT_EQ(2u, counters(m_receiver)[PROMOTE]) << "listed again";
 }
 
 TEST_F(rc_tm_tag, rndv_expected_read_by_device)
@@ -612,4 +636,48 @@ TEST_F(rc_tm_tag, queued_dels_keep_the_device_out_of_phase)
     EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
     flush(m_receiver);
     EXPECT_EQ(0u, softnic_test_listed_tags(srq));
+}
+
+/* A NIC's CQ that overflows is dead (item 8 of issue 13), so the receive CQ
+ * must hold everything it can be owed: a completion in every untagged
+ * buffer, and for every listed receive its ADD, its MATCH and its final
+ * completion.  The receiver polls only once all of it is on the wire, and
+ * the software NIC, like a NIC, does not wait for room in the CQ: 33 + 3 *
+ * 32 = 129 completions, one past the 128 entries of a CQ sized for one
+ * completion per list slot. */
+TEST_F(rc_tm_tag, receive_cq_holds_the_worst_case)
+{
+    const unsigned num_tags = 32, srq_depth = 33;
+    const config_t receiver = {{"TX_QUEUE_LEN", "8"},
+                               {"TX_CQ_MODERATION", "2"}};
+    open({{"LIST_SIZE", std::to_string(num_tags)},
+          {"LIST_MAX_OPS", std::to_string(num_tags)},
+          {"SRQ_DEPTH", std::to_string(srq_depth)},
+          {"SOFT_PACKET_SIZE", "256"}}, {}, &receiver);
+
+    std::vector<std::unique_ptr<mapped_buffer>> bufs;
+    std::vector<tag_recv> recvs(num_tags);
+    for (unsigned i = 0; i < num_tags; ++i) {
+        bufs.emplace_back(new mapped_buffer(m_component, m_md, 4096, 0));
+        ASSERT_EQ(UCS_OK, post(recvs[i], *bufs.back(), 0x100 + i));
+    }
+
+    /* Two completions per matched message (longer than a packet), then
+     * one unexpected message per untagged buffer */
+    std::vector<char> data = pattern(1000, 8), small = pattern(100, 9);
+    for (unsigned i = 0; i < num_tags + srq_depth; ++i) {
+        std::vector<char> &d = (i < num_tags) ? data : small;
+        ASSERT_EQ((ssize_t)d.size(),
+                  uct_ep_tag_eager_bcopy(ep(), 0x100 + i, 0, pack_buf, &d, 0));
+    }
+
+    ASSERT_TRUE(wait_for([&] {
+        return (counters(m_receiver)[RX_EXP] == num_tags) &&
+               (m_receiver.unexpected.size() == srq_depth);
+    })) << "receive CQ overran";
+    for (unsigned i = 0; i < num_tags; ++i) {
+        EXPECT_EQ(UCS_OK, recvs[i].status) << i;
+        EXPECT_EQ(0, memcmp(data.data(), bufs[i]->ptr(), data.size())) << i;
+    }
+    EXPECT_EQ(0x100u + num_tags, m_receiver.unexpected.front().tag);
 }

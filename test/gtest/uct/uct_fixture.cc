@@ -226,7 +226,8 @@ static void apply(void *config, const config_t &values)
     }
 }
 
-void uct_fixture::open(const config_t &md_config, const config_t &iface_config)
+void uct_fixture::open(const config_t &md_config, const config_t &iface_config,
+                       const config_t *receiver_config)
 {
     uct_md_config_t *config;
 
@@ -240,7 +241,9 @@ void uct_fixture::open(const config_t &md_config, const config_t &iface_config)
     uint64_t features = UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_PUT |
                         UCT_IFACE_FEATURE_GET | UCT_IFACE_FEATURE_TAG;
     ASSERT_EQ(UCS_OK, open_iface(m_sender, iface_config, features));
-    ASSERT_EQ(UCS_OK, open_iface(m_receiver, iface_config, features));
+    ASSERT_EQ(UCS_OK, open_iface(m_receiver, (receiver_config != nullptr) ?
+                                             *receiver_config : iface_config,
+                                 features));
     connect(m_sender, m_receiver);
 }
 

@@ -92,9 +92,11 @@ protected:
     void SetUp() override;
     void TearDown() override;
 
-    /* Opens the md with md_config and two entities with iface_config */
+    /* Opens the md with md_config and two entities with iface_config (the
+     * receiver with receiver_config, when given) */
     void open(const config_t &md_config = {},
-              const config_t &iface_config = {});
+              const config_t &iface_config = {},
+              const config_t *receiver_config = nullptr);
     ucs_status_t open_iface(entity &e, const config_t &iface_config,
                             uint64_t features);
     void connect(entity &a, entity &b);

@@ -1,0 +1,232 @@
+/*
+ * rc_tm interface progress: the receive CQ (untagged messages, active
+ * message delivery, tag offload completions, failed completions by QP) and
+ * the send CQ, then the control messages and pending requests that waited
+ * for send credits.
+ */
+#include "rc_tm_iface.h"
+#include "rc_tm_ep.h"
+
+#include <ucs/debug/log.h>
+
+static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
+                                              struct ibv_tmh *tmh,
+                                              uint32_t length)
+{
+    uint8_t am_id = be32toh(tmh->app_ctx);
+    void *data    = tmh + 1;
+
+    if (ucs_unlikely((am_id >= UCT_AM_ID_MAX) ||
+                     (length < UCT_RC_TM_TMH_LEN))) {
+        ucs_error("rc_tm: dropped malformed active message (id %u length %u)",
+                  am_id, length);
+        return UCS_OK;
+    }
+
+    uct_rc_tm_iface_set_release_desc(iface, data);
+    return uct_iface_invoke_am(&iface->super, am_id, data,
+                               length - UCT_RC_TM_TMH_LEN,
+                               UCT_CB_PARAM_FLAG_DESC);
+}
+
+static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
+                                      const tm_dev_wc_t *wc)
+{
+    void *elem = (void*)(uintptr_t)wc->wr_id;
+    struct ibv_tmh *tmh = UCS_PTR_BYTE_OFFSET(elem, iface->rx.msg_offset);
+    ucs_status_t status;
+
+    --iface->rx.posted;
+
+    if (ucs_unlikely(wc->byte_len < UCT_RC_TM_TMH_LEN)) {
+        ucs_error("rc_tm: dropped %u-byte message, shorter than its header",
+                  wc->byte_len);
+        status = UCS_OK;
+    } else if (tmh->opcode == IBV_TMH_NO_TAG) {
+        /* By the header, not the opcode: a NIC may report FIN as NO_TAG */
+        status = uct_rc_tm_iface_invoke_am(iface, tmh, wc->byte_len);
+    } else {
+        status = uct_rc_tm_tag_handle_unexp(iface, wc, tmh);
+    }
+
+    if (status != UCS_INPROGRESS) {
+        ucs_mpool_put_inline(elem);
+    }
+}
+
+
+/* ----- progress ----- */
+
+/* The endpoint of a connection, or the passive one standing for a peer's
+ * connection to our SRQ (created on first use) */
+uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
+                                          uint32_t qp_num)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, qp_num);
+
+    if (it != kh_end(&iface->eps)) {
+        return kh_value(&iface->eps, it);
+    }
+    return uct_rc_tm_iface_passive_ep(iface, qp_num);
+}
+
+static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
+                                           const tm_dev_wc_t *wc)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
+
+    if (ucs_unlikely(it == kh_end(&iface->eps))) {
+        /* The endpoint was destroyed with this send in flight; it returned
+         * the send's credit then */
+        return;
+    }
+
+    uct_rc_tm_ep_handle_send_wc(kh_value(&iface->eps, it), wc);
+}
+
+/*
+ * A failed completion on the receive CQ that is not the device's tag
+ * matching (those carry a TM opcode or flags): mlx5 reports such an error
+ * with opcode 0 whatever failed, and for a receive with the wr_id of
+ * whatever buffer its CQE names, which for a tagged message means nothing.
+ * Only the QP number tells what failed: a passive connection's send (ours:
+ * its wr_id is the send's number), or the connection's receive-only QP,
+ * where either the peer's message could not be received (it took an
+ * untagged buffer) or the device's own rendezvous read failed (the receives
+ * it had matched there never complete).  Either way the connection fails.
+ */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
+                                 const tm_dev_wc_t *wc)
+{
+    khiter_t it = kh_get(uct_rc_tm_qpn, &iface->eps, wc->qp_num);
+    uct_rc_tm_ep_t *ep;
+
+    ep = (it == kh_end(&iface->eps)) ? NULL : kh_value(&iface->eps, it);
+    if ((ep != NULL) && (wc->qp_num == ep->qp_num)) {
+        uct_rc_tm_ep_handle_send_wc(ep, wc);
+        return;
+    }
+
+    /* A QP of ours (an endpoint's, or one a peer connected to the SRQ) */
+    ucs_log((wc->status == IBV_WC_WR_FLUSH_ERR) ? UCS_LOG_LEVEL_DEBUG :
+            UCS_LOG_LEVEL_ERROR, "rc_tm: receive side of qp 0x%x failed: %s",
+            wc->qp_num, ibv_wc_status_str(wc->status));
+    if (uct_rc_tm_wc_is_responder_error(wc->status)) {
+        --iface->rx.posted;
+    }
+    uct_rc_tm_tag_fail_matched(iface, wc->qp_num, wc->status);
+    if (wc->status == IBV_WC_LOC_LEN_ERR) {
+        /* The message may have been too long for a receive the device had
+         * matched, and mlx5 names none: find it */
+        uct_rc_tm_tag_find_lost(iface);
+    }
+    if (ep != NULL) {
+        uct_rc_tm_ep_set_failed(ep, wc->status);
+    }
+}
+
+/* A CQ overran (a NIC's is then dead: every later poll fails, and it
+ * reports nothing more): no connection can complete anything again.  Said
+ * once; every endpoint fails. */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_cq_failed(uct_rc_tm_iface_t *iface, const char *which,
+                          int err)
+{
+    uct_rc_tm_ep_t *ep;
+
+    if (iface->cq_failed) {
+        return;
+    }
+    iface->cq_failed = 1;
+    ucs_error("rc_tm: %s completion queue of %s failed: %s; every "
+              "connection of the interface fails", which, iface->dev->name,
+              strerror(err));
+    kh_foreach_value(&iface->eps, ep, {
+        uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
+    });
+}
+
+/* What a receive CQ completion is, by its TM opcode and flags (mlx5 reports
+ * a canceled software rendezvous as IBV_WC_RECV with MATCH | DATA_VALID,
+ * and an unexpected message as IBV_WC_TM_RECV with neither) */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_iface_dispatch_recv_wc(uct_rc_tm_iface_t *iface,
+                                 const tm_dev_wc_t *wc)
+{
+    if (ucs_unlikely(wc->wc_flags & (IBV_WC_TM_MATCH |
+                                     IBV_WC_TM_DATA_VALID))) {
+        uct_rc_tm_tag_handle_wc(iface, wc);
+    } else if (ucs_likely((wc->opcode == IBV_WC_RECV) ||
+                          (wc->opcode == IBV_WC_TM_NO_TAG) ||
+                          (wc->opcode == IBV_WC_TM_RECV)) &&
+               ucs_likely(wc->status == IBV_WC_SUCCESS)) {
+        uct_rc_tm_iface_handle_rx(iface, wc);
+    } else if ((wc->opcode == IBV_WC_TM_ADD) || (wc->opcode == IBV_WC_TM_DEL) ||
+               (wc->opcode == IBV_WC_TM_SYNC)) {
+        uct_rc_tm_tag_handle_wc(iface, wc);
+    } else if (wc->status == IBV_WC_SUCCESS) {
+        /* Sends of passive connections complete here */
+        uct_rc_tm_iface_handle_send_wc(iface, wc);
+    } else {
+        uct_rc_tm_iface_handle_failed_wc(iface, wc);
+    }
+}
+
+unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    tm_dev_wc_t wc[UCT_RC_TM_POLL_BATCH];
+    unsigned count = 0;
+    int i, n;
+
+    n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
+    }
+    if (n > 0) {
+        count += n;
+        uct_rc_tm_iface_post_rx(iface);
+    } else if (ucs_unlikely(n < 0)) {
+        uct_rc_tm_iface_cq_failed(iface, "receive", -n);
+    } else if (ucs_unlikely(iface->rx.posted == 0)) {
+        /* The user held every buffer (UCX_RC_TM_RX_MAX_BUFS): no message
+         * can arrive to trigger the refill, so take back what was returned */
+        uct_rc_tm_iface_post_rx(iface);
+    }
+
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.cancel_queue))) {
+        count += uct_rc_tm_tag_progress(iface);
+    }
+
+    /* Send completions only when nothing was received, or sends wait for
+     * them, as UCX's rc transports do: a progress call that delivered
+     * messages has done its share (and the software NIC's send side runs
+     * in this poll) */
+    if ((count > 0) && ucs_arbiter_is_empty(&iface->arbiter) &&
+        ucs_list_is_empty(&iface->tx.ctl_eps)) {
+        goto out;
+    }
+
+    n = tm_dev_poll_cq(iface->send_cq, UCT_RC_TM_POLL_BATCH, wc);
+    for (i = 0; i < n; ++i) {
+        uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
+    }
+    if (ucs_unlikely(n < 0)) {
+        uct_rc_tm_iface_cq_failed(iface, "send", -n);
+    } else if (n > 0) {
+        count += n;
+    }
+
+out:
+    if (count > 0) {
+        /* Credits came back: control messages waiting for them go first,
+         * then pending requests */
+        if (ucs_unlikely(!ucs_list_is_empty(&iface->tx.ctl_eps))) {
+            uct_rc_tm_tag_ctl_progress(iface);
+        }
+        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_rc_tm_ep_process_pending,
+                             NULL);
+    }
+    return count;
+}
