@@ -199,6 +199,37 @@ static void put_device(state_t *s)
     }
 }
 
+/* rdma-core's side of the count (sn_srq_cqe_poll): an unexpected message
+ * asks for SYNC once more than SN_MAX_SYNC_DIFF went unacknowledged by a
+ * count-carrying ADD, and rc_tm carries 16 bits of its count, so past 0xffff
+ * every ADD leaves the provider's 32-bit count 0x10000 ahead.  The counts
+ * matter only where the messages still to come can take them over those
+ * limits (the explorer starts every schedule far from both) */
+static void put_provider(state_t *s)
+{
+    sn_srq_t *srq   = s->srq;
+    sn_cq_t *cq     = srq->cq;
+    uint32_t sw     = s->iface->tm.unexpected_cnt;
+    uint32_t lag    = srq->unexp_in - srq->unexp_out;
+    uint32_t coming = 0;
+    unsigned i;
+
+    for (i = 0; i < s->args->num_eps; ++i) {
+        coming += softnic_test_pending_arrivals(
+                ucs_derived_of(s->args->eps[i], uct_rc_tm_ep_t)->conn->rx_qp);
+    }
+    for (i = cq->head; i != cq->tail; ++i) {
+        coming += (cq->cqe[i & (cq->depth - 1)].kind == SN_CQE_TM_UNEXP);
+    }
+
+    mark(s, 'V');
+    put(s, srq->unexp_in - sw);     /* both count the same polls */
+    put(s, (lag + coming > SN_MAX_SYNC_DIFF) ?
+           ucs_min(lag, SN_MAX_SYNC_DIFF + 1) : 0);
+    put(s, (sw > UINT16_MAX) ? 1 :
+           (UINT16_MAX - sw < coming) ? UINT16_MAX - sw + 2 : 0);
+}
+
 static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
 {
     put(s, ((uint64_t)recv_id(s, recv) << 48) | ((uint64_t)recv->flags << 16) |
@@ -326,6 +357,7 @@ size_t rc_tm_explore_state(const rc_tm_explore_state_args_t *args,
     }
 
     put_device(&s);
+    put_provider(&s);
     put_transport(&s);
     put_device_recvs(&s);
     return s.failed ? 0 : s.count;

@@ -1446,6 +1446,17 @@ rc_tm_explorer::run(std::vector<dfs_node> *stack, reduction reduce,
     state_key key;
     bool keyed;
 
+    /* Every schedule starts alike, but the provider's 32-bit count of
+     * unexpected messages and the 16 bits rc_tm carries part at 0x10000
+     * (from there on every unexpected message asks for SYNC): a schedule
+     * that could take rc_tm's count there starts on a fresh setup */
+    if (sw_unexpected() + m_msgs.size() > UINT16_MAX) {
+        setup(*m_scn);
+        if (HasFatalFailure()) {
+            *report += "  setting up again failed\n";
+            return RUN_FAILED;
+        }
+    }
     begin_schedule();
     for (size_t d = 0; d < stack->size(); ++d) {
         const dfs_node &node = (*stack)[d];
