@@ -209,6 +209,11 @@ static inline int tm_dev_post_srq_recv(tm_dev_srq_t *srq,
 int  tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
                         tm_dev_conn_t **conn_p);
 void tm_dev_destroy_conn(tm_dev_conn_t *conn);
+/* Both QPs to the error state: the device receives and sends nothing more
+ * on them, and flushes what was posted.  Their completions already on the
+ * CQs stay there, to be polled before tm_dev_destroy_conn, which drops
+ * them (as rdma-core's mlx5 does) */
+int  tm_dev_conn_set_error(tm_dev_conn_t *conn);
 void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
 int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
                     const void *conn_addr);

@@ -202,6 +202,31 @@ void tm_dev_destroy_conn(tm_dev_conn_t *tconn)
     free(conn);
 }
 
+int tm_dev_conn_set_error(tm_dev_conn_t *tconn)
+{
+    tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+    struct ibv_qp **qp;
+    int ret;
+
+    if (conn->borrowed) {
+        return 0;               /* its SRQ's */
+    }
+    for (qp = &tconn->qp; qp <= &tconn->rx_qp; ++qp) {
+        if (*qp == NULL) {
+            continue;
+        }
+        ret = tm_verbs_conn_dev(conn)->lib->modify_qp(*qp, &attr,
+                                                      IBV_QP_STATE);
+        if (ret != 0) {
+            tm_dev_debug("verbs: %s: QP 0x%x to error failed: %s",
+                         tconn->dev->name, (*qp)->qp_num, strerror(ret));
+            return ret;
+        }
+    }
+    return 0;
+}
+
 static void tm_verbs_qp_addr(struct ibv_qp *qp, tm_verbs_qp_addr_t *addr)
 {
     addr->qpn = qp->qp_num;

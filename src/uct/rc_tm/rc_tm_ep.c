@@ -340,17 +340,20 @@ static ucs_status_t uct_rc_tm_ep_setup(uct_rc_tm_ep_t *ep,
 }
 
 /*
- * The endpoint leaves the interface.  Its connection is destroyed first, so
- * that the device touches none of its buffers any more; then every
- * operation still outstanding completes with UCS_ERR_CANCELED: sends,
+ * The endpoint leaves the interface.  Its connection is stopped first (or
+ * destroyed), so that the device touches none of its buffers any more; then
+ * every operation still outstanding completes with UCS_ERR_CANCELED: sends,
  * reads, flushes, rendezvous sends waiting for a FIN, and reads of
  * rendezvous receives (whose receives complete with it), so that nothing
  * completes later and nothing is left owed.  At interface close (notify
  * 0) nothing is called back: the user has closed everything it owns.
+ * Returns the send CQ entries its sends still hold: their completions,
+ * flushed, find no endpoint.
  */
-static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
-                                  int notify)
+static unsigned uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep,
+                                      uct_rc_tm_iface_t *iface, int notify)
 {
+    unsigned cq_entries = ep->posted_sn - ep->acked_sn;
     uct_rc_tm_tx_op_t *op;
 
     uct_rc_tm_ep_del_qp(iface, ep, ep->qp_num);
@@ -359,15 +362,12 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
     uct_rc_tm_ep_pending_purge(&ep->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&ep->arb_group);
 
-    /* completions the device may still report find no endpoint: the CQ
-     * entries they would take are free now */
-    iface->tx.available += ep->posted_sn - ep->acked_sn;
-    ep->acked_sn         = ep->posted_sn;
+    ep->acked_sn = ep->posted_sn;
     if (notify) {
         uct_rc_tm_ep_complete_ops(ep, UINT64_MAX, UCS_ERR_CANCELED);
         uct_rc_tm_tag_ctl_purge(ep, UCS_ERR_CANCELED);
         uct_rc_tm_tag_rndv_ops_purge(iface, ep, UCS_ERR_CANCELED);
-        return;
+        return cq_entries;
     }
 
     ucs_queue_for_each_extract(op, &ep->tx_ops, queue, 1) {
@@ -380,6 +380,64 @@ static void uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep, uct_rc_tm_iface_t *iface,
         }
     }
     uct_rc_tm_tag_rndv_ops_purge(iface, ep, UCS_OK);
+    return cq_entries;
+}
+
+/*
+ * A connection whose endpoint is gone, in the error state, until every
+ * completion it left on the CQs was polled: destroying a QP drops its
+ * unpolled completions (rdma-core's mlx5, __mlx5_cq_clean), which would
+ * lose the messages the NIC took for it (and their buffers, and the list
+ * slots of the receives they matched).  The send CQ entries of its flushed
+ * sends are given out again only then, as UCX's rc_mlx5 keeps its CQ
+ * credits until its QP cleanup.
+ */
+typedef struct uct_rc_tm_closing_conn {
+    ucs_list_link_t           list;     /* in iface->closing */
+    tm_dev_conn_t             *conn;
+    unsigned                  cq_entries;
+} uct_rc_tm_closing_conn_t;
+
+/* conn is stopped (NULL: destroyed already) */
+static void uct_rc_tm_ep_close_conn(uct_rc_tm_iface_t *iface,
+                                    tm_dev_conn_t *conn, unsigned cq_entries)
+{
+    uct_rc_tm_closing_conn_t *closing = NULL;
+
+    if (conn != NULL) {
+        closing = ucs_malloc(sizeof(*closing), "rc_tm closing conn");
+        if (closing == NULL) {
+            ucs_error("rc_tm: no memory to keep qp 0x%x until its completions "
+                      "are polled; they are dropped",
+                      tm_dev_conn_qp_num(conn));
+            tm_dev_destroy_conn(conn);
+        }
+    }
+    if (closing == NULL) {
+        iface->tx.available += cq_entries;
+        return;
+    }
+    closing->conn       = conn;
+    closing->cq_entries = cq_entries;
+    ucs_list_add_tail(&iface->closing, &closing->list);
+}
+
+/* Both CQs were found empty since the closing connections stopped: nothing
+ * of theirs is left to poll */
+void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface, int notify)
+{
+    uct_rc_tm_closing_conn_t *closing, *tmp;
+
+    ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
+        ucs_list_del(&closing->list);
+        tm_dev_destroy_conn(closing->conn);
+        iface->tx.available += closing->cq_entries;
+        ucs_free(closing);
+    }
+    if (notify) {
+        ucs_arbiter_dispatch(&iface->arbiter, 1,
+                             uct_rc_tm_ep_process_pending, NULL);
+    }
 }
 
 /* The passive half of a connection a peer made to our SRQ: no UCT endpoint
@@ -417,7 +475,9 @@ uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
 void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep)
 {
     /* The connection belongs to the SRQ */
-    uct_rc_tm_ep_teardown(ep, uct_rc_tm_ep_iface(ep), 0);
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+
+    iface->tx.available += uct_rc_tm_ep_teardown(ep, iface, 0);
     ucs_free(ep);
 }
 
@@ -459,7 +519,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_ep_t, const uct_ep_params_t *params)
     return UCS_OK;
 
 err_teardown:
-    uct_rc_tm_ep_teardown(self, iface, 0);
+    (void)uct_rc_tm_ep_teardown(self, iface, 0); /* nothing was sent */
 err_destroy_conn:
     tm_dev_destroy_conn(self->conn);
     return status;
@@ -467,8 +527,20 @@ err_destroy_conn:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_ep_t)
 {
-    tm_dev_destroy_conn(self->conn);
-    uct_rc_tm_ep_teardown(self, uct_rc_tm_ep_iface(self), 1);
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(self);
+    tm_dev_conn_t *conn      = self->conn;
+    int ret;
+
+    /* Stopped before its sends complete as canceled: the device reads none
+     * of their buffers any more */
+    ret = tm_dev_conn_set_error(conn);
+    if (ret != 0) {
+        ucs_error("rc_tm: failed to stop qp 0x%x: %s; destroyed with its "
+                  "completions", self->qp_num, strerror(ret));
+        tm_dev_destroy_conn(conn);
+        conn = NULL;
+    }
+    uct_rc_tm_ep_close_conn(iface, conn, uct_rc_tm_ep_teardown(self, iface, 1));
 }
 
 UCS_CLASS_DEFINE(uct_rc_tm_ep_t, uct_base_ep_t);

@@ -517,6 +517,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->tx.ctl_eps);
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
     self->cq_failed             = 0;
+    ucs_list_head_init(&self->closing);
     ucs_arbiter_init(&self->arbiter);
 
     status = uct_iface_mpool_init(&self->super, &self->rx.mp,
@@ -592,6 +593,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
         ucs_warn("rc_tm: iface %p closed with %u endpoints still open", self,
                  user_eps);
     }
+    uct_rc_tm_iface_reap_closing(self, 0);
 
     uct_rc_tm_iface_stats_close(self);
     uct_rc_tm_tag_cleanup(self);

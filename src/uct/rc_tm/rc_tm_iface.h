@@ -203,6 +203,9 @@ typedef struct uct_rc_tm_iface {
     tm_dev_srq_t              *srq;
     khash_t(uct_rc_tm_qpn)    eps;      /* qp_num -> endpoint */
     int                       cq_failed;/* a CQ overran: said once */
+    ucs_list_link_t           closing;  /* connections of destroyed eps,
+                                           until their completions are
+                                           polled (rc_tm_ep.c) */
     ucs_arbiter_t             arbiter;  /* endpoints with pending requests */
 
     struct {

@@ -178,9 +178,10 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     tm_dev_wc_t wc[UCT_RC_TM_POLL_BATCH];
     unsigned count = 0;
-    int i, n;
+    int cqs_empty, i, n;
 
     n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
+    cqs_empty = (n == 0);
     for (i = 0; i < n; ++i) {
         uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
     }
@@ -216,6 +217,8 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
         uct_rc_tm_iface_cq_failed(iface, "send", -n);
     } else if (n > 0) {
         count += n;
+    } else if (ucs_unlikely(cqs_empty && !ucs_list_is_empty(&iface->closing))) {
+        uct_rc_tm_iface_reap_closing(iface, 1);
     }
 
 out:

@@ -3,7 +3,8 @@
  * as a UCP or Open MPI user would meet them:
  *  1. a receive context can be posted once at a time;
  *  2. room freed in the receive lists is room available;
- *  3. destroying an endpoint completes everything still outstanding on it;
+ *  3. destroying an endpoint completes everything still outstanding on it,
+ *     and what its peer sent before is still delivered;
  *  4. pending requests keep their place against new sends;
  *  5. a flush queued behind pending requests completes, once.
  */
@@ -410,6 +411,42 @@ TEST_F(rc_tm_contract, destroy_completes_every_outstanding_operation)
     }
     for (size_t i = 0; i < started; ++i) {
         EXPECT_EQ(1, comps[i].invocations()) << "operation " << i;
+    }
+}
+
+/* What the NIC took for an endpoint before it was destroyed is delivered:
+ * destroying a QP drops its unpolled completions (mlx5), so the transport
+ * stops the QP and destroys it only once its completions were polled.
+ * One receiver progress runs the software NIC over 21 arrivals and polls
+ * 16 of them; the rest, the matched message's among them, stay on the CQ
+ * while the endpoint is destroyed. */
+TEST_F(rc_tm_contract, destroy_delivers_what_the_nic_took)
+{
+    open();
+    mapped_buffer rbuf(m_component, m_md, 4096, 0);
+    tag_recv r;
+    ASSERT_EQ(UCS_OK, post(r, rbuf, 0x77));
+
+    std::vector<char> data(200, 'u'), matched(300, 'm');
+    for (unsigned i = 0; i < 20; ++i) {
+        ASSERT_EQ((ssize_t)data.size(),
+                  uct_ep_tag_eager_bcopy(ep(), 0x500 + i, 0, pack_vector,
+                                         &data, 0));
+    }
+    ASSERT_EQ((ssize_t)matched.size(),
+              uct_ep_tag_eager_bcopy(ep(), 0x77, 0, pack_vector, &matched, 0));
+    uct_worker_progress(m_receiver.worker);
+    ASSERT_LT(m_receiver.unexpected.size(), 20u) << "no completion left";
+
+    uct_ep_destroy(m_receiver.eps.at(0));
+    m_receiver.eps.clear();
+    ASSERT_TRUE(wait_for([&] {
+        return (m_receiver.unexpected.size() == 20) && (r.completed > 0);
+    })) << m_receiver.unexpected.size() << " unexpected of 20 delivered";
+    EXPECT_EQ(UCS_OK, r.status);
+    EXPECT_EQ(0, memcmp(matched.data(), rbuf.ptr(), matched.size()));
+    for (unsigned i = 0; i < 20; ++i) {
+        EXPECT_EQ(0x500u + i, m_receiver.unexpected[i].tag);
     }
 }
 
