@@ -12,6 +12,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_cq.c \
 	src/softnic/softnic_srq.c \
 	src/softnic/softnic_qp.c \
+	src/softnic/softnic_accept.c \
 	src/softnic/softnic_req.c \
 	src/softnic/softnic_resp.c \
 	src/softnic/softnic_comp.c \

@@ -14,7 +14,8 @@
  *
  * rdma-core's mlx5 provider does part of the tag-matching work when a
  * completion is polled (a receive's wr_id, freeing list handles, SYNC_REQ):
- * so does this one (sn_srq_cqe_poll), at the same moment.
+ * so does this one (sn_srq_cqe_poll), at the same moment.  A destroyed QP's
+ * unpolled completions are removed (sn_cq_purge_qp), as mlx5's are.
  */
 #include "softnic_int.h"
 
@@ -272,4 +273,44 @@ int softnic_destroy_cq(struct ibv_cq *ibv_cq)
     free(cq->cqe);
     free(cq);
     return 0;
+}
+
+/*
+ * Removes the completions of QP qp_num that software has not polled yet,
+ * keeping the others in order, as rdma-core's mlx5 provider does when it
+ * destroys a QP (providers/mlx5/cq.c __mlx5_cq_clean, from mlx5_destroy_qp
+ * on the QP's receive CQ, then its send CQ): sweeping from the newest back,
+ * each kept entry moves over the removed ones, and the consumer index
+ * advances past what was removed.
+ *
+ * Removed entries get none of the provider's work at poll
+ * (sn_srq_cqe_poll), as __mlx5_cq_clean runs no handle_tag_matching: a
+ * tagged message's completion keeps its entry's reference, so that handle
+ * is never free again, and an unexpected message is not counted by the
+ * provider.  The untagged buffer a removed receive used is gone: the NIC
+ * took it at arrival, and mlx5 too only gives its WQE back to the SRQ's
+ * free list (mlx5_free_srq_wqe), where a new post may use it.  List
+ * operations complete with QP number 0 (mlx5: its command QP's) and are
+ * never removed.
+ */
+void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num)
+{
+    uint32_t mask  = cq->depth - 1;
+    uint32_t freed = 0;
+    uint32_t i     = cq->tail;
+    sn_cqe_t *cqe;
+
+    while (i != cq->head) {
+        cqe = &cq->cqe[--i & mask];
+        if (cqe->qp_num == qp_num) {
+            ++freed;
+        } else if (freed != 0) {
+            cq->cqe[(i + freed) & mask] = *cqe;
+        }
+    }
+    if (freed != 0) {
+        cq->head += freed;
+        sn_debug("QP 0x%x destroyed: %u unpolled completions removed from "
+                 "CQ %p", qp_num, freed, (void*)cq);
+    }
 }

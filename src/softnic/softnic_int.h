@@ -6,11 +6,13 @@
  *                      GIDs, PD, the context's verbs
  *   softnic_mr.c       registration table (in shared memory), key checks,
  *                      RDMA copies, peers' tables
- *   softnic_cq.c       CQs: the extended poll interface, completion entries
+ *   softnic_cq.c       CQs: the extended poll interface, completion entries,
+ *                      a destroyed QP's entries purged
  *   softnic_srq.c      TM-SRQ: untagged buffers, list operations (ADD, DEL,
  *                      SYNC), the matching list and the phase
  *   softnic_qp.c       QPs: creation, states (INIT, RTR, RTS, ERR), rings,
- *                      connections to a remote SRQ (dv) and their accept
+ *                      destruction
+ *   softnic_accept.c   connections to a remote SRQ (dv) and their accept
  *   softnic_req.c      requester: send queue, messages onto the peer's ring,
  *                      RDMA read and write
  *   softnic_resp.c     responder: arrivals judged and placed (matched,
@@ -520,6 +522,8 @@ static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
 }
 
 void sn_cq_overrun(sn_cq_t *cq);
+/* Removes the unpolled completions of QP qp_num (the QP is destroyed) */
+void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num);
 
 /* The next entry to write.  The NIC does not wait for room: a full CQ
  * overruns, which is fatal to it, as on a NIC (the entry goes nowhere) */
@@ -574,7 +578,21 @@ static inline sn_tag_t *sn_srq_tag_match(sn_srq_t *srq, uint64_t msg_tag)
 }
 
 /* softnic_qp.c */
+uint32_t sn_qp_num_new(void);
+int  sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm);
+int  sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn, sn_shm_t *shm,
+                    sn_proc_id_t *proc);
+void sn_qp_set_in(sn_qp_t *qp);
+int  sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
+                   const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq);
+sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
+                     uint32_t max_send_wr);
+void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp);
+void sn_qp_free(sn_qp_t *qp);
+void sn_qp_destroy(sn_qp_t *qp);
 void sn_qp_set_error(sn_qp_t *qp);
+
+/* softnic_accept.c */
 void sn_srq_accept(sn_srq_t *srq);
 void sn_srq_destroy_qps(sn_srq_t *srq);
 

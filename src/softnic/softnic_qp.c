@@ -23,12 +23,11 @@
  * a TM-SRQ with no send queue.
  *
  * Destroying a QP removes its completions that software has not polled
- * from its CQs, as rdma-core's mlx5 provider does (sn_cq_purge_qp).
+ * from its CQs, as rdma-core's mlx5 provider does (sn_cq_purge_qp,
+ * softnic_cq.c).
  *
- * softnic_dv_connect_qp_to_srq() connects a pair of QPs in INIT (a sending
- * and a receive-only one) to a remote TM-SRQ instead: it creates the rings
- * and leaves a request in the SRQ's accept queue; the remote NIC accepts it
- * with a pair of its own (passive, owned by the SRQ) when it next runs.
+ * Connections to a remote SRQ (the extension), which create QPs without
+ * modify_qp: softnic_accept.c.
  */
 #include "softnic_int.h"
 
@@ -37,13 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Send queue of the QPs an SRQ accepts (they send FINs and the remote
- * software's rendezvous reads) */
-#define SN_PASSIVE_SEND_WR  256
-
 static _Atomic uint32_t sn_next_qp_num = 0x100;
 
-static uint32_t sn_qp_num_new(void)
+uint32_t sn_qp_num_new(void)
 {
     return atomic_fetch_add(&sn_next_qp_num, 1) & 0xffffff;
 }
@@ -52,7 +47,7 @@ static uint32_t sn_qp_num_new(void)
 /* ---- rings ---- */
 
 /* Creates a ring segment of ours (q<qpn>) */
-static int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
+int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
 {
     sn_ring_ctl_t *ring;
     char name[96];
@@ -70,8 +65,8 @@ static int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
 }
 
 /* Maps a ring segment of the device peer (q<qpn>) and checks it */
-static int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn,
-                          sn_shm_t *shm, sn_proc_id_t *proc)
+int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn, sn_shm_t *shm,
+                   sn_proc_id_t *proc)
 {
     sn_ring_ctl_t *ring;
     char name[96];
@@ -99,7 +94,7 @@ static int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn,
     return 0;
 }
 
-static void sn_qp_set_in(sn_qp_t *qp)
+void sn_qp_set_in(sn_qp_t *qp)
 {
     qp->in      = qp->in_shm.base;
     qp->in_mask = qp->in->size - 1;
@@ -107,8 +102,8 @@ static void sn_qp_set_in(sn_qp_t *qp)
 }
 
 /* Becomes the producer of an attached or created outbound ring */
-static int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
-                         const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq)
+int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
+                  const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq)
 {
     sn_ring_ctl_t *out = qp->out_shm.base;
     uint32_t expected  = 0;
@@ -137,8 +132,8 @@ static int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
 /* ---- creation and destruction ---- */
 
 /* A QP without rings yet */
-static sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
-                            uint32_t max_send_wr)
+sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
+                     uint32_t max_send_wr)
 {
     sn_qp_t *qp;
 
@@ -178,14 +173,14 @@ static sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     return qp;
 }
 
-static void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
+void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
 {
     sn_list_add_tail(&ctx->qps, &qp->ctx_link);
     sn_list_add_tail(&qp->srq->qps, &qp->srq_link);
     sn_list_add_tail(&qp->send_cq->send_qps, &qp->cq_link);
 }
 
-static void sn_qp_free(sn_qp_t *qp)
+void sn_qp_free(sn_qp_t *qp)
 {
     pthread_mutex_destroy(&qp->ibv.mutex);
     pthread_cond_destroy(&qp->ibv.cond);
@@ -246,47 +241,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     return &qp->ibv;
 }
 
-/*
- * Removes the completions of QP qp_num that software has not polled yet,
- * keeping the others in order, as rdma-core's mlx5 provider does when it
- * destroys a QP (providers/mlx5/cq.c __mlx5_cq_clean, from mlx5_destroy_qp
- * on the QP's receive CQ, then its send CQ): sweeping from the newest back,
- * each kept entry moves over the removed ones, and the consumer index
- * advances past what was removed.
- *
- * Removed entries get none of the provider's work at poll
- * (sn_srq_cqe_poll), as __mlx5_cq_clean runs no handle_tag_matching: a
- * tagged message's completion keeps its entry's reference, so that handle
- * is never free again, and an unexpected message is not counted by the
- * provider.  The untagged buffer a removed receive used is gone: the NIC
- * took it at arrival, and mlx5 too only gives its WQE back to the SRQ's
- * free list (mlx5_free_srq_wqe), where a new post may use it.  List
- * operations complete with QP number 0 (mlx5: its command QP's) and are
- * never removed.
- */
-static void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num)
-{
-    uint32_t mask  = cq->depth - 1;
-    uint32_t freed = 0;
-    uint32_t i     = cq->tail;
-    sn_cqe_t *cqe;
-
-    while (i != cq->head) {
-        cqe = &cq->cqe[--i & mask];
-        if (cqe->qp_num == qp_num) {
-            ++freed;
-        } else if (freed != 0) {
-            cq->cqe[(i + freed) & mask] = *cqe;
-        }
-    }
-    if (freed != 0) {
-        cq->head += freed;
-        sn_debug("QP 0x%x destroyed: %u unpolled completions removed from "
-                 "CQ %p", qp_num, freed, (void*)cq);
-    }
-}
-
-static void sn_qp_destroy(sn_qp_t *qp)
+void sn_qp_destroy(sn_qp_t *qp)
 {
     sn_context_t *ctx = sn_qp_ctx(qp);
 
@@ -324,20 +279,6 @@ int softnic_destroy_qp(struct ibv_qp *ibv_qp)
     }
     sn_qp_destroy(qp);
     return 0;
-}
-
-void sn_srq_destroy_qps(sn_srq_t *srq)
-{
-    sn_list_t *it, *next;
-    sn_qp_t *qp;
-
-    for (it = srq->qps.next; it != &srq->qps; it = next) {
-        next = it->next;
-        qp   = sn_container_of(it, sn_qp_t, srq_link);
-        if (qp->passive) {
-            sn_qp_destroy(qp);
-        }
-    }
 }
 
 
@@ -498,282 +439,4 @@ int softnic_query_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
     init_attr->qp_type    = qp->ibv.qp_type;
     init_attr->sq_sig_all = qp->sq_sig_all;
     return 0;
-}
-
-
-/* ---- connections to a remote SRQ (extension) ---- */
-
-/* Posts a request in the remote SRQ's accept queue */
-static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
-                          const sn_accept_slot_t *req)
-{
-    sn_proc_id_t proc;
-    sn_srq_seg_t *seg;
-    sn_shm_t shm;
-    uint32_t i, expected;
-    char name[96];
-    int ret;
-
-    ret = sn_seg_name_of_peer(name, sizeof(name), peer, 's', srq_num, &proc);
-    if (ret == 0) {
-        ret = sn_shm_attach(&shm, name);
-    }
-    if (ret != 0) {
-        sn_error("cannot reach SRQ %u of device %u of process %u: %s",
-                 srq_num, peer->dev_seq, peer->pid, strerror(ret));
-        return ECONNREFUSED;
-    }
-    seg = shm.base;
-    if ((shm.size < sizeof(*seg)) || (seg->hdr.magic != SN_MAGIC) ||
-        (seg->hdr.kind != SN_SEG_SRQ) || atomic_load(&seg->hdr.closed)) {
-        sn_shm_detach(&shm);
-        return ECONNREFUSED;
-    }
-    ret = EBUSY;            /* every slot taken: the SRQ is not polling */
-    for (i = 0; i < SN_ACCEPT_SLOTS; ++i) {
-        expected = SN_SLOT_FREE;
-        if (!atomic_compare_exchange_strong(&seg->slot[i].state, &expected,
-                                            SN_SLOT_CLAIMED)) {
-            continue;
-        }
-        seg->slot[i].in_qpn     = req->in_qpn;
-        seg->slot[i].out_qpn    = req->out_qpn;
-        seg->slot[i].rx_in_qpn  = req->rx_in_qpn;
-        seg->slot[i].rx_out_qpn = req->rx_out_qpn;
-        seg->slot[i].proc       = req->proc;
-        seg->slot[i].host_id    = req->host_id;
-        seg->slot[i].dev_seq    = req->dev_seq;
-        atomic_store_explicit(&seg->slot[i].state, SN_SLOT_READY,
-                              memory_order_release);
-        atomic_fetch_add_explicit(&seg->requests, 1, memory_order_release);
-        ret = 0;
-        break;
-    }
-    sn_shm_detach(&shm);
-    return ret;
-}
-
-/* Active side, one QP: it produces into a ring of ours named by a number no
- * QP takes (the accepted QP's inbound ring) */
-static int sn_qp_out_to_new_ring(sn_context_t *ctx, sn_qp_t *qp,
-                                 const sn_proc_id_t *proc, uint16_t dev_seq,
-                                 uint32_t *ring_qpn)
-{
-    int ret;
-
-    *ring_qpn = sn_qp_num_new();
-    ret       = sn_ring_create(ctx, *ring_qpn, &qp->out_shm);
-    if (ret != 0) {
-        return ret;
-    }
-    ret = sn_qp_set_out(ctx, qp, proc, dev_seq);
-    if (ret != 0) {
-        sn_shm_destroy(&qp->out_shm);
-    }
-    return ret;
-}
-
-static void sn_qp_out_undo(sn_context_t *ctx, sn_qp_t *qp)
-{
-    qp->out = NULL;
-    sn_peer_put(ctx, qp->peer);
-    qp->peer = NULL;
-    sn_shm_destroy(&qp->out_shm);
-}
-
-/*
- * Active side: we create the rings our QPs produce into (the accepted QPs'
- * inbound rings) besides their own inbound rings, and ask the remote SRQ
- * to accept.  We may send at once: the messages wait in the ring until it
- * does.
- */
-int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp,
-                                 const union ibv_gid *gid, uint32_t srq_num)
-{
-    sn_qp_t *qp, *rx_qp;
-    sn_context_t *ctx;
-    sn_accept_slot_t req;
-    sn_dev_addr_t peer;
-    sn_proc_id_t proc;
-    int ret;
-
-    if (!sn_is_softnic(ibv_qp->context) || (ibv_rx_qp == NULL) ||
-        !sn_is_softnic(ibv_rx_qp->context)) {
-        return EOPNOTSUPP;
-    }
-    qp    = sn_qp(ibv_qp);
-    rx_qp = sn_qp(ibv_rx_qp);
-    ctx   = sn_qp_ctx(qp);
-    if ((qp->ibv.state != IBV_QPS_INIT) || qp->passive || qp->rx_only ||
-        (rx_qp->ibv.state != IBV_QPS_INIT) || rx_qp->passive ||
-        !rx_qp->rx_only || !sn_gid_unpack(gid, &peer)) {
-        return EINVAL;
-    }
-    if (!sn_reachable(ctx, &peer)) {
-        return EHOSTUNREACH;
-    }
-    if (sn_proc_start_time((pid_t)peer.pid, &proc.start_time) != 0) {
-        return ECONNREFUSED;
-    }
-    proc.pid = peer.pid;
-    proc.uid = ctx->proc.uid;
-
-    memset(&req, 0, sizeof(req));
-    req.out_qpn    = qp->ibv.qp_num;
-    req.rx_out_qpn = rx_qp->ibv.qp_num;
-    req.proc       = ctx->proc;
-    req.host_id    = ctx->host_id;
-    req.dev_seq    = ctx->dev_seq;
-    ret = sn_qp_out_to_new_ring(ctx, qp, &proc, peer.dev_seq, &req.in_qpn);
-    if (ret != 0) {
-        return ret;
-    }
-    ret = sn_qp_out_to_new_ring(ctx, rx_qp, &proc, peer.dev_seq,
-                                &req.rx_in_qpn);
-    if (ret != 0) {
-        goto err_undo_qp;
-    }
-    ret = sn_srq_request(&peer, srq_num, &req);
-    if (ret != 0) {
-        goto err_undo_rx_qp;
-    }
-    qp->ibv.state    = IBV_QPS_RTS;
-    rx_qp->ibv.state = IBV_QPS_RTS;
-    return 0;
-
-err_undo_rx_qp:
-    sn_qp_out_undo(ctx, rx_qp);
-err_undo_qp:
-    sn_qp_out_undo(ctx, qp);
-    return ret;
-}
-
-/* Passive side: one QP of an accepted pair, taking in from in_qpn and
- * producing into out_qpn of the requester */
-static int sn_qp_accept_one(sn_srq_t *srq, const sn_dev_addr_t *peer,
-                            uint32_t max_send_wr, uint32_t in_qpn,
-                            uint32_t out_qpn, sn_qp_t **qp_p)
-{
-    sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    sn_proc_id_t proc;
-    sn_qp_t *qp;
-    int ret;
-
-    /* its send completions go to the SRQ's CQ: nobody else polls for it */
-    qp = sn_qp_alloc(ctx, srq, srq->cq, max_send_wr);
-    if (qp == NULL) {
-        return ENOMEM;
-    }
-    qp->passive = true;
-    ret = sn_ring_attach(peer, in_qpn, &qp->in_shm, &proc);
-    if (ret != 0) {
-        goto err_free;
-    }
-    sn_qp_set_in(qp);
-    ret = sn_ring_attach(peer, out_qpn, &qp->out_shm, &proc);
-    if (ret != 0) {
-        goto err_detach_in;
-    }
-    ret = sn_qp_set_out(ctx, qp, &proc, peer->dev_seq);
-    if (ret != 0) {
-        goto err_detach_out;
-    }
-    qp->ibv.state = IBV_QPS_RTS;
-    *qp_p         = qp;
-    return 0;
-
-err_detach_out:
-    sn_shm_detach(&qp->out_shm);
-err_detach_in:
-    sn_shm_detach(&qp->in_shm);
-err_free:
-    sn_qp_free(qp);
-    return ret;
-}
-
-/* Passive side: the pair of QPs for a request in our SRQ's accept queue */
-static int sn_qp_accept(sn_srq_t *srq, const sn_accept_slot_t *req)
-{
-    sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    sn_qp_t *qp, *rx_qp;
-    sn_dev_addr_t peer;
-    int ret;
-
-    if ((req->host_id != ctx->host_id) || (req->proc.uid != ctx->proc.uid)) {
-        return EHOSTUNREACH;
-    }
-    peer.host_id = req->host_id;
-    peer.pid     = req->proc.pid;
-    peer.dev_seq = (uint16_t)req->dev_seq;
-
-    ret = sn_qp_accept_one(srq, &peer, 0, req->in_qpn, req->out_qpn, &rx_qp);
-    if (ret != 0) {
-        return ret;
-    }
-    ret = sn_qp_accept_one(srq, &peer, SN_PASSIVE_SEND_WR, req->rx_in_qpn,
-                           req->rx_out_qpn, &qp);
-    if (ret != 0) {
-        sn_qp_destroy(rx_qp);
-        return ret;
-    }
-    qp->partner    = rx_qp;
-    rx_qp->partner = qp;
-    sn_qp_link(ctx, rx_qp);
-    sn_qp_link(ctx, qp);
-    sn_debug("SRQ %u accepted QPs 0x%x/0x%x of process %u as QPs 0x%x/0x%x",
-             srq->num, req->out_qpn, req->rx_out_qpn, req->proc.pid,
-             rx_qp->ibv.qp_num, qp->ibv.qp_num);
-    return 0;
-}
-
-/* Accepts the connections peers asked for since the last poll */
-void sn_srq_accept(sn_srq_t *srq)
-{
-    sn_accept_slot_t *slot;
-    uint32_t i;
-    int ret;
-
-    if (sn_likely(atomic_load_explicit(&srq->seg->requests,
-                                       memory_order_acquire) ==
-                  srq->accepted)) {
-        return;
-    }
-    for (i = 0; i < SN_ACCEPT_SLOTS; ++i) {
-        slot = &srq->seg->slot[i];
-        if (atomic_load_explicit(&slot->state, memory_order_acquire) !=
-            SN_SLOT_READY) {
-            continue;
-        }
-        ret = sn_qp_accept(srq, slot);
-        if (ret != 0) {
-            sn_warn("SRQ %u refused a connection of process %u: %s",
-                    srq->num, slot->proc.pid, strerror(ret));
-        }
-        ++srq->accepted;
-        atomic_store_explicit(&slot->state, SN_SLOT_FREE,
-                              memory_order_release);
-    }
-}
-
-int softnic_dv_srq_conn(struct ibv_srq *ibv_srq, uint32_t qp_num,
-                        struct ibv_qp **qp_p, struct ibv_qp **rx_qp_p)
-{
-    sn_srq_t *srq;
-    sn_list_t *it;
-    sn_qp_t *qp;
-
-    if (!sn_is_softnic(ibv_srq->context)) {
-        return EOPNOTSUPP;
-    }
-    srq = sn_srq(ibv_srq);
-    for (it = srq->qps.next; it != &srq->qps; it = it->next) {
-        qp = sn_container_of(it, sn_qp_t, srq_link);
-        if ((qp->ibv.qp_num != qp_num) || (qp->partner == NULL)) {
-            continue;
-        }
-        *qp_p    = qp->rx_only ? &qp->partner->ibv : &qp->ibv;
-        *rx_qp_p = qp->rx_only ? &qp->ibv : &qp->partner->ibv;
-        return 0;
-    }
-    return ENOENT;
 }
