@@ -25,10 +25,10 @@
  * softnic_test_events() lists the events possible right now in a fixed
  * order (OP, then ARRIVAL per QP in creation order, then DATA), so that an
  * explorer can enumerate interleavings deterministically.  An ARRIVAL is
- * possible when a message is waiting, the QP can receive (RTR or later),
- * the CQ has room, and the message can be placed (it matches, or an
- * untagged buffer is free: otherwise the QP is in RNR and its event is
- * absent).
+ * possible when a message is waiting, the QP can receive (RTR or RTS),
+ * and the message can be placed (it matches, or an untagged buffer is
+ * free: otherwise the QP is in RNR and its event is absent).  Room in the
+ * CQ is not asked for: as on a NIC, a full CQ overruns.
  *
  * All of it is deterministic: the same calls give the same completions.
  * Called on a context, SRQ or QP of another NIC, these do nothing.
