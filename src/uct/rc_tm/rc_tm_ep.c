@@ -398,30 +398,6 @@ typedef struct uct_rc_tm_closing_conn {
     unsigned                  cq_entries;
 } uct_rc_tm_closing_conn_t;
 
-/* conn is stopped (NULL: destroyed already) */
-static void uct_rc_tm_ep_close_conn(uct_rc_tm_iface_t *iface,
-                                    tm_dev_conn_t *conn, unsigned cq_entries)
-{
-    uct_rc_tm_closing_conn_t *closing = NULL;
-
-    if (conn != NULL) {
-        closing = ucs_malloc(sizeof(*closing), "rc_tm closing conn");
-        if (closing == NULL) {
-            ucs_error("rc_tm: no memory to keep qp 0x%x until its completions "
-                      "are polled; they are dropped",
-                      tm_dev_conn_qp_num(conn));
-            tm_dev_destroy_conn(conn);
-        }
-    }
-    if (closing == NULL) {
-        iface->tx.available += cq_entries;
-        return;
-    }
-    closing->conn       = conn;
-    closing->cq_entries = cq_entries;
-    ucs_list_add_tail(&iface->closing, &closing->list);
-}
-
 /* Both CQs were found empty since the closing connections stopped: nothing
  * of theirs is left to poll */
 void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface, int notify)
@@ -528,19 +504,30 @@ err_destroy_conn:
 static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_ep_t)
 {
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(self);
-    tm_dev_conn_t *conn      = self->conn;
+    uct_rc_tm_closing_conn_t *closing;
+    unsigned cq_entries;
     int ret;
 
     /* Stopped before its sends complete as canceled: the device reads none
      * of their buffers any more */
-    ret = tm_dev_conn_set_error(conn);
-    if (ret != 0) {
-        ucs_error("rc_tm: failed to stop qp 0x%x: %s; destroyed with its "
-                  "completions", self->qp_num, strerror(ret));
-        tm_dev_destroy_conn(conn);
-        conn = NULL;
+    ret     = tm_dev_conn_set_error(self->conn);
+    closing = (ret == 0) ? ucs_malloc(sizeof(*closing), "rc_tm closing conn") :
+                           NULL;
+    if (closing == NULL) {
+        ucs_error("rc_tm: qp 0x%x destroyed at once (%s): its completions "
+                  "not yet polled are dropped", self->qp_num,
+                  (ret != 0) ? strerror(ret) : "no memory");
+        tm_dev_destroy_conn(self->conn);
     }
-    uct_rc_tm_ep_close_conn(iface, conn, uct_rc_tm_ep_teardown(self, iface, 1));
+
+    cq_entries = uct_rc_tm_ep_teardown(self, iface, 1);
+    if (closing == NULL) {
+        iface->tx.available += cq_entries;
+        return;
+    }
+    closing->conn       = self->conn;
+    closing->cq_entries = cq_entries;
+    ucs_list_add_tail(&iface->closing, &closing->list);
 }
 
 UCS_CLASS_DEFINE(uct_rc_tm_ep_t, uct_base_ep_t);
