@@ -243,7 +243,11 @@ struct sn_cq {
  *    entry's final completion (not its MATCH), or a successful DEL's.
  * Free handles are reused last-freed first: at once, which mlx5's FIFO
  * does only later, so that software naming a handle it no longer owns
- * shows at once.  Nothing checks a DEL's handle (rdma-core does not).
+ * shows at once.  Nothing checks a DEL's handle (rdma-core does not): a
+ * DEL of a free handle gives a reference it never took, as rdma-core's
+ * mlx5_tm_release_tag does, so a signaled one frees the handle a second
+ * time (the next ADDs share it) and an unsignaled one leaves the count
+ * below 0 (the next entry there is freed while listed).
  */
 typedef struct sn_tag {
     /* the NIC's */

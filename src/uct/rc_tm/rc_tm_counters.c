@@ -30,7 +30,9 @@ const char *uct_rc_tm_stat_names[] = {
     UCT_RC_TM_IFACE_STAT_NAME(RX_SW_MATCH),
     UCT_RC_TM_IFACE_STAT_NAME(SW_WON),
     UCT_RC_TM_IFACE_STAT_NAME(PROMOTE),
-    UCT_RC_TM_IFACE_STAT_NAME(SW_FULL)
+    UCT_RC_TM_IFACE_STAT_NAME(SW_FULL),
+    UCT_RC_TM_IFACE_STAT_NAME(LIST_BOUNCE),
+    UCT_RC_TM_IFACE_STAT_NAME(RX_TRUNCATED)
 };
 
 unsigned uct_rc_tm_iface_counters(uct_iface_h tl_iface, uint64_t *counters,

@@ -57,6 +57,10 @@ typedef enum {
     UCT_RC_TM_STAT_SW_WON,            /* ... to a device entry (race) */
     UCT_RC_TM_STAT_PROMOTE,           /* software receives moved to device */
     UCT_RC_TM_STAT_SW_FULL,           /* recv refused: software list full */
+    UCT_RC_TM_STAT_LIST_BOUNCE,       /* entries listed with a bounce
+                                         segment (shorter than an eager
+                                         message) */
+    UCT_RC_TM_STAT_RX_TRUNCATED,      /* ... that a message did not fit */
     UCT_RC_TM_STAT_LAST
 } uct_rc_tm_stat_t;
 
@@ -157,6 +161,10 @@ typedef struct uct_rc_tm_recv {
     size_t                    length;
     uint32_t                  lkey;
     uint32_t                  handle;   /* device list handle */
+    uct_rc_tm_rx_elem_t       *bounce;  /* what the device writes to when
+                                           buffer is shorter than an eager
+                                           message: a NIC never truncates
+                                           gracefully */
     unsigned                  ctx_index;/* in tm.ctxs until released */
     unsigned                  flags;    /* uct_rc_tm_recv_flags_t */
     unsigned                  refs;     /* owner + list ops in flight +
@@ -237,6 +245,8 @@ typedef struct uct_rc_tm_iface {
         unsigned              evicting;       /* EVICTING receives: nothing
                                                  goes to the device */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
+        int                   in_batch;       /* dispatching a polled batch:
+                                                 DELs wait for its end */
         uint64_t              ops_posted;     /* list ops ever posted */
         uint64_t              count_op_sn;    /* ops_posted of the newest op
                                                  that carried a count */
@@ -295,6 +305,9 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
 void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
+/* Around the dispatch of a polled receive batch: DELs wait for its end */
+void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_batch_end(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                                 enum ibv_wc_status wc_status);
 void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);

@@ -182,10 +182,12 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
 
     n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
     cqs_empty = (n == 0);
-    for (i = 0; i < n; ++i) {
-        uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
-    }
     if (n > 0) {
+        uct_rc_tm_tag_batch_start(iface);
+        for (i = 0; i < n; ++i) {
+            uct_rc_tm_iface_dispatch_recv_wc(iface, &wc[i]);
+        }
+        uct_rc_tm_tag_batch_end(iface);
         count += n;
         uct_rc_tm_iface_post_rx(iface);
     } else if (ucs_unlikely(n < 0)) {

@@ -45,9 +45,13 @@ static ucs_mpool_ops_t uct_rc_tm_recv_mpool_ops = {
 void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
 {
     ucs_assert(recv->refs > 0);
-    if (--recv->refs == 0) {
-        ucs_mpool_put_inline(recv);
+    if (--recv->refs > 0) {
+        return;
     }
+    if (recv->bounce != NULL) {
+        ucs_mpool_put_inline(recv->bounce);
+    }
+    ucs_mpool_put_inline(recv);
 }
 
 /* The receive can match no more messages: out of the matcher and the set
@@ -222,6 +226,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     recv->buffer    = iov->buffer;
     recv->length    = uct_iov_get_length(iov);
     recv->lkey      = ((tm_dev_mr_t*)iov->memh)->lkey;
+    recv->bounce    = NULL;
     recv->flags     = UCT_RC_TM_RECV_POSTED;
     recv->refs      = 1; /* the device entry or the software list */
     if (ucs_unlikely(uct_rc_tm_ctxs_insert(iface, recv) != UCS_OK)) {
@@ -245,7 +250,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
          * its list operations are all in flight */
         uct_rc_tm_recv_unpost(iface, recv);
         uct_rc_tm_recv_release_ctx(iface, recv);
-        ucs_mpool_put_inline(recv);
+        uct_rc_tm_recv_put(iface, recv);
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -384,6 +389,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.ops_in_flight  = 0;
     iface->tm.evicting       = 0;
     iface->tm.sync_pending   = 0;
+    iface->tm.in_batch       = 0;
     iface->tm.ops_posted     = 0;
     iface->tm.count_op_sn    = 0;
     iface->tm.count_op_cnt   = 0;

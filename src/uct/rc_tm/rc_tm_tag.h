@@ -27,6 +27,36 @@ uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
     return (uct_rc_tm_ctx_priv_t*)ctx->priv;
 }
 
+/*
+ * A receive shorter than the largest eager message the SRQ takes is listed
+ * in the device with a bounce segment of that size, and its data copied to
+ * the user's buffer at completion.  A NIC that matches a message longer than
+ * the entry's buffer fails the connection (mlx5: LOC_LEN_ERR naming no
+ * entry; UCX skips expected truncation with offload), but MPI needs a
+ * truncated receive to report MPI_ERR_TRUNCATE and the connection to live.
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_tm_recv_needs_bounce(const uct_rc_tm_iface_t *iface, size_t length)
+{
+    return length < (iface->config.seg_size - UCT_RC_TM_TMH_LEN);
+}
+
+/* Where the device places the receive's data */
+static UCS_F_ALWAYS_INLINE void *
+uct_rc_tm_recv_dev_buffer(const uct_rc_tm_iface_t *iface,
+                          const uct_rc_tm_recv_t *recv)
+{
+    return (recv->bounce == NULL) ? recv->buffer :
+           UCS_PTR_BYTE_OFFSET(recv->bounce, iface->rx.msg_offset);
+}
+
+static UCS_F_ALWAYS_INLINE size_t
+uct_rc_tm_recv_dev_length(const uct_rc_tm_iface_t *iface,
+                          const uct_rc_tm_recv_t *recv)
+{
+    return (recv->bounce == NULL) ? recv->length : iface->config.seg_size;
+}
+
 /* Receive entries (rc_tm_tag.c) */
 void uct_rc_tm_recv_put(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
 void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);

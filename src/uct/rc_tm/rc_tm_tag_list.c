@@ -36,9 +36,11 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     }
 
     if (opcode == IBV_WR_TAG_ADD) {
-        sge.addr             = (uintptr_t)recv->buffer;
-        sge.length           = recv->length;
-        sge.lkey             = recv->lkey;
+        sge.addr             = (uintptr_t)uct_rc_tm_recv_dev_buffer(iface,
+                                                                    recv);
+        sge.length           = uct_rc_tm_recv_dev_length(iface, recv);
+        sge.lkey             = (recv->bounce == NULL) ? recv->lkey :
+                               recv->bounce->lkey;
         wr.tm.add.recv_wr_id = (uintptr_t)recv;
         wr.tm.add.sg_list    = &sge;
         wr.tm.add.num_sge    = 1;
@@ -83,6 +85,11 @@ static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
 {
     uct_rc_tm_recv_t *recv;
     int ret;
+
+    if (ucs_unlikely(iface->tm.in_batch) &&
+        !ucs_queue_is_empty(&iface->tm.del_queue)) {
+        return EAGAIN;
+    }
 
     while (!ucs_queue_is_empty(&iface->tm.del_queue)) {
         if (uct_rc_tm_tag_ops_full(iface)) {
@@ -165,8 +172,22 @@ void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface)
 int uct_rc_tm_tag_add_to_device(uct_rc_tm_iface_t *iface,
                                        uct_rc_tm_recv_t *recv)
 {
-    if ((iface->tm.num_tags >= iface->md->caps.tm.max_num_tags) ||
-        (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_ADD, recv) != 0)) {
+    if (iface->tm.num_tags >= iface->md->caps.tm.max_num_tags) {
+        return 0;
+    }
+
+    if (uct_rc_tm_recv_needs_bounce(iface, recv->length) &&
+        (recv->bounce == NULL)) {
+        /* kept until the entry is freed: the device may write it until its
+         * final completion */
+        recv->bounce = ucs_mpool_get_inline(&iface->rx.mp);
+        if (recv->bounce == NULL) {
+            return 0;
+        }
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_BOUNCE);
+    }
+
+    if (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_ADD, recv) != 0) {
         return 0;
     }
 
@@ -211,6 +232,27 @@ static void uct_rc_tm_tag_ops_progress(uct_rc_tm_iface_t *iface)
     uct_rc_tm_tag_promote(iface);
 }
 
+
+/*
+ * rdma-core frees a list handle when it polls the entry's final completion,
+ * and a poll reads a whole batch before the transport dispatches any of it.
+ * A DEL posted while a batch is dispatched could name an entry whose final
+ * completion is further on in the batch: its handle is free already, and
+ * the DEL would free it a second time.  DELs (and the operations that must
+ * follow them) wait until every completion of the batch was seen.
+ */
+void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface)
+{
+    iface->tm.in_batch = 1;
+}
+
+void uct_rc_tm_tag_batch_end(uct_rc_tm_iface_t *iface)
+{
+    iface->tm.in_batch = 0;
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->tm.del_queue))) {
+        uct_rc_tm_tag_ops_progress(iface);
+    }
+}
 
 static void uct_rc_tm_tag_handle_add_wc(uct_rc_tm_iface_t *iface,
                                         uct_rc_tm_recv_t *recv,

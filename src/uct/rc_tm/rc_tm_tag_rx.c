@@ -240,10 +240,10 @@ err:
 static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
                                           uct_rc_tm_recv_t *recv)
 {
-    const struct ibv_tmh *tmh = recv->buffer;
+    const struct ibv_tmh *tmh = uct_rc_tm_recv_dev_buffer(iface, recv);
 
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE);
-    if ((recv->length < UCT_RC_TM_RNDV_HDR_LEN) ||
+    if ((uct_rc_tm_recv_dev_length(iface, recv) < UCT_RC_TM_RNDV_HDR_LEN) ||
         (tmh->opcode != IBV_TMH_RNDV)) {
         ucs_error("rc_tm: cannot finish rendezvous from qp 0x%x in software",
                   recv->rx_qp_num);
@@ -283,6 +283,25 @@ static void uct_rc_tm_tag_matched(uct_rc_tm_iface_t *iface,
     }
 }
 
+/* A receive listed with a bounce segment: its data goes to the user's
+ * buffer, and software reports what did not fit */
+static void uct_rc_tm_tag_bounce_done(uct_rc_tm_iface_t *iface,
+                                      uct_rc_tm_recv_t *recv, uint64_t imm,
+                                      const tm_dev_wc_t *wc)
+{
+    size_t length       = ucs_min(wc->byte_len, recv->length);
+    ucs_status_t status = uct_rc_tm_wc_recv_status(wc->status);
+
+    if (status == UCS_OK) {
+        memcpy(recv->buffer, uct_rc_tm_recv_dev_buffer(iface, recv), length);
+        if (wc->byte_len > recv->length) {
+            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_TRUNCATED);
+            status = UCS_ERR_MESSAGE_TRUNCATED;
+        }
+    }
+    uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, length, status);
+}
+
 /* The final completion of a matched receive */
 static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
                                     uct_rc_tm_recv_t *recv,
@@ -307,7 +326,8 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
         /* A software rendezvous request: the payload is the request */
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
         if (uct_rc_tm_recv_release_ctx(iface, recv)) {
-            recv->ctx->rndv_cb(recv->ctx, recv->stag, recv->buffer,
+            recv->ctx->rndv_cb(recv->ctx, recv->stag,
+                               uct_rc_tm_recv_dev_buffer(iface, recv),
                                wc->byte_len,
                                uct_rc_tm_wc_recv_status(wc->status), 0);
         }
@@ -319,6 +339,10 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
      * eager messages without immediate data carry app_ctx 0 */
     uct_rc_tm_stat(iface, (!with_imm && (recv->app_ctx != 0)) ?
                           UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
+    if (recv->bounce != NULL) {
+        uct_rc_tm_tag_bounce_done(iface, recv, imm, wc);
+        return;
+    }
     uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, wc->byte_len,
                                 uct_rc_tm_wc_recv_status(wc->status));
 }

@@ -232,6 +232,59 @@ TEST_F(rc_tm_overflow, cancel_in_software_and_in_device)
     uct_iface_tag_recv_cancel(m_receiver.iface, &again.recv.ctx, 1);
 }
 
+/* Item 4 of issue 13: a cancel whose DEL waits for a free operation slot,
+ * while a message consumes the entry.  rdma-core does not check a DEL's
+ * handle, and a DEL of a handle already freed frees it a second time: the
+ * next two receives would share one list index, and the second would push
+ * the first out of the NIC's list.  No DEL may go for a consumed entry. */
+TEST_F(rc_tm_overflow, cancel_of_a_consumed_entry_deletes_no_other)
+{
+    open({{"LIST_MAX_OPS", "2"}});
+    tm_dev_srq_t *srq = receiver_srq();
+    std::vector<posted> r(5);
+
+    ASSERT_EQ(UCS_OK, post(r[0], 0xa1));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+    progress();                               /* its ADD's completion */
+
+    softnic_test_hold_ops(srq, 1);
+    ASSERT_EQ(UCS_OK, post(r[1], 0xb2));      /* both operation slots */
+    ASSERT_EQ(UCS_OK, post(r[2], 0xc3));      /* taken */
+    ASSERT_EQ(3u, counters(m_receiver)[POST_DEVICE]);
+    ASSERT_EQ(UCS_OK, uct_iface_tag_recv_cancel(m_receiver.iface,
+                                                &r[0].recv.ctx, 0));
+    send(0xa1, 1);                            /* beats the queued DEL */
+    ASSERT_TRUE(wait_for([&] { return r[0].recv.completed > 0; }));
+    EXPECT_EQ(UCS_OK, r[0].recv.status);
+    EXPECT_EQ(1, value(r[0]));
+
+    softnic_test_hold_ops(srq, 0);
+    ASSERT_TRUE(wait_for([&] {
+        return (softnic_test_pending_ops(srq) == 0) &&
+               (softnic_test_listed_tags(srq) == 2);
+    }));
+    flush(m_receiver);
+
+    ASSERT_EQ(UCS_OK, post(r[3], 0xd4));
+    ASSERT_EQ(UCS_OK, post(r[4], 0xe5));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_pending_ops(srq) == 0; }));
+    EXPECT_EQ(4u, softnic_test_listed_tags(srq)) << "two receives, one index";
+
+    for (int i = 1; i < 5; ++i) {
+        send(0xa1 + i * 0x11, 10 + i);
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return (r[1].recv.completed + r[2].recv.completed +
+                r[3].recv.completed + r[4].recv.completed) == 4;
+    }));
+    for (int i = 1; i < 5; ++i) {
+        EXPECT_EQ(UCS_OK, r[i].recv.status);
+        EXPECT_EQ(10 + i, value(r[i]));
+    }
+    EXPECT_EQ(5u, counters(m_receiver)[RX_EXP]) << "all matched by the NIC";
+    EXPECT_EQ(0u, counters(m_receiver)[RX_SW_MATCH]);
+}
+
 TEST_F(rc_tm_overflow, software_limit)
 {
     open({{"LIST_SIZE", "2"}}, {{"TM_SW_LIST_SIZE", "3"}});
