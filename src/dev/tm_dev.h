@@ -109,7 +109,14 @@ struct tm_dev_srq  { tm_dev_t *dev; struct ibv_srq *srq; };
  * qp sends; rx_qp has no send queue, and the peer's sends go to it (the
  * kernel enables the NIC's rendezvous only on such a QP: the NIC reads and
  * sends FIN on it) */
-struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; struct ibv_qp *rx_qp; };
+struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; struct ibv_qp *rx_qp;
+                     unsigned last_wqe; /* TM_DEV_CONN_LAST_WQE_* seen */ };
+
+enum {
+    TM_DEV_CONN_LAST_WQE_TX   = 1,  /* qp reached its last WQE */
+    TM_DEV_CONN_LAST_WQE_RX   = 2,  /* rx_qp did */
+    TM_DEV_CONN_LAST_WQE_BOTH = 3
+};
 
 
 /*
@@ -203,6 +210,16 @@ static inline int tm_dev_post_srq_recv(tm_dev_srq_t *srq,
 }
 
 
+/* ---- Asynchronous events ---- */
+
+/* Reads and acknowledges the device's pending asynchronous events, without
+ * waiting; marks the connections whose QPs reached their last WQE
+ * (tm_dev_conn_drained).  Returns how many it read.  Every event read is
+ * acknowledged at once: rdma-core's destroy of a QP waits forever for the
+ * events read for it but not acknowledged. */
+unsigned tm_dev_progress_events(tm_dev_t *dev);
+
+
 /* ---- Connections ---- */
 
 /* RC connection whose receives go to srq and send completions to send_cq */
@@ -210,10 +227,20 @@ int  tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
                         tm_dev_conn_t **conn_p);
 void tm_dev_destroy_conn(tm_dev_conn_t *conn);
 /* Both QPs to the error state: the device receives and sends nothing more
- * on them, and flushes what was posted.  Their completions already on the
- * CQs stay there, to be polled before tm_dev_destroy_conn, which drops
- * them (as rdma-core's mlx5 does) */
+ * on them, and flushes what was posted.  Their completions stay on the
+ * CQs, and more may come until tm_dev_conn_drained(): all are to be polled
+ * before tm_dev_destroy_conn, which drops them (as rdma-core's mlx5 does) */
 int  tm_dev_conn_set_error(tm_dev_conn_t *conn);
+/* Whether both QPs of a connection in the error state reached their last
+ * WQE (IBV_EVENT_QP_LAST_WQE_REACHED, as tm_dev_progress_events() read
+ * it): the device takes nothing more for them, and every completion of
+ * theirs is on the CQs by then.  Only a poll that finds the CQs empty after
+ * that has them all; a NIC may still write some after set_error. */
+static inline int tm_dev_conn_drained(tm_dev_conn_t *conn)
+{
+    return __atomic_load_n(&conn->last_wqe, __ATOMIC_ACQUIRE) ==
+           TM_DEV_CONN_LAST_WQE_BOTH;
+}
 void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
 int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
                     const void *conn_addr);

@@ -16,5 +16,6 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_req.c \
 	src/softnic/softnic_resp.c \
 	src/softnic/softnic_comp.c \
+	src/softnic/softnic_async.c \
 	src/softnic/softnic_wire.c \
 	src/softnic/softnic_test.c

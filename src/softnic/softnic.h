@@ -83,6 +83,11 @@ int softnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 int softnic_destroy_qp(struct ibv_qp *qp);
 int softnic_destroy_cq(struct ibv_cq *cq);
 int softnic_destroy_srq(struct ibv_srq *srq);
+/* ibv_get_async_event (never blocks: -1 with EAGAIN when none is pending)
+ * and ibv_ack_async_event */
+int softnic_get_async_event(struct ibv_context *context,
+                            struct ibv_async_event *event);
+void softnic_ack_async_event(struct ibv_async_event *event);
 
 
 /* ----- Extensions ----- */

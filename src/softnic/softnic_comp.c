@@ -102,14 +102,11 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
     return count;
 }
 
-/* Send-side work, from the poll of the QP's send CQ */
-void sn_qp_progress_send(sn_qp_t *qp)
+/* Pushes queued sends, completes them, watches the peer */
+static void sn_qp_progress_sq(sn_qp_t *qp)
 {
     uint64_t now;
 
-    if (!sn_qp_waits_on_peer(qp)) {
-        return;
-    }
     if (sn_qp_connected(qp)) {
         sn_qp_push(qp);
         sn_qp_reap(qp, qp->send_cq);
@@ -135,4 +132,15 @@ void sn_qp_progress_send(sn_qp_t *qp)
         }
     }
     sn_qp_reap(qp, qp->send_cq);
+}
+
+/* Send-side work, from the poll of the QP's send CQ */
+void sn_qp_progress_send(sn_qp_t *qp)
+{
+    if (sn_qp_waits_on_peer(qp)) {
+        sn_qp_progress_sq(qp);
+    }
+    if (sn_unlikely(qp->last_wqe_due)) {
+        sn_qp_last_wqe_check(qp);
+    }
 }

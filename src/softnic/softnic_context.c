@@ -464,6 +464,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     sn_list_init(&ctx->peers);
     sn_list_init(&ctx->cqs);
     sn_list_init(&ctx->qps);
+    sn_list_init(&ctx->events);
 
     addr.host_id  = ctx->host_id;
     addr.uid_hash = sn_uid_hash(ctx->proc.uid);

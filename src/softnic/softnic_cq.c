@@ -57,7 +57,7 @@ static inline void sn_cq_run(sn_cq_t *cq)
     for (it = cq->send_qps.next; it != &cq->send_qps; it = next) {
         next = it->next;
         qp   = sn_container_of(it, sn_qp_t, cq_link);
-        if (sn_qp_waits_on_peer(qp)) {
+        if (sn_qp_waits_on_peer(qp) || qp->last_wqe_due) {
             sn_qp_progress_send(qp);
         }
     }

@@ -177,6 +177,8 @@ struct sn_context {
     sn_list_t          peers;
     sn_list_t          cqs;
     sn_list_t          qps;
+    sn_list_t          events;       /* QPs with an asynchronous event not
+                                        yet read (softnic_async.c) */
     unsigned           srqs;
     uint32_t           next_srq_num;
     /* steering (softnic_test.h) */
@@ -421,6 +423,12 @@ struct sn_qp {
     /* what creation and modify_qp set, for softnic_query_qp */
     struct ibv_qp_attr attr;
     int                sq_sig_all;
+    /* IBV_EVENT_QP_LAST_WQE_REACHED (softnic_async.c): due once the QP is
+     * in error, raised when nothing it took from the SRQ is in progress */
+    bool               last_wqe_due;
+    uint32_t           xfers_queued; /* its matched transfers not done */
+    sn_list_t          event_link;   /* in ctx->events while unread */
+    uint32_t           events_reported; /* read by software */
 };
 
 
@@ -620,6 +628,9 @@ bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p);
 
 /* softnic_comp.c (completer) */
 void sn_qp_progress_send(sn_qp_t *qp);
+void sn_qp_last_wqe_check(sn_qp_t *qp);
+void sn_qp_events_drop(sn_qp_t *qp);
+void sn_qp_events_check_acked(sn_qp_t *qp);
 unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq);
 void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status);
 bool sn_qp_peer_alive(sn_qp_t *qp);

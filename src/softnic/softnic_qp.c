@@ -11,7 +11,8 @@
  *                   are taken from now on;
  *   RTR   -> RTS    sends may be posted;
  *   any   -> ERR    outstanding requests complete with IBV_WC_WR_FLUSH_ERR
- *                   and the peer sees the QP gone.
+ *                   and the peer sees the QP gone; once its last work is
+ *                   done, IBV_EVENT_QP_LAST_WQE_REACHED (softnic_async.c).
  * The attributes each transition requires are those the kernel requires
  * (ib_modify_qp_is_ok): a missing one fails with EINVAL.  Unlike a NIC,
  * which would accept RTR and fail the first send after its retries, RTR to
@@ -152,6 +153,7 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     sn_list_init(&qp->ctx_link);
     sn_list_init(&qp->srq_link);
     sn_list_init(&qp->cq_link);
+    sn_list_init(&qp->event_link);
     qp->srq             = srq;
     qp->send_cq         = cq;
     qp->max_send_size   = ctx->attr.max_send_size;
@@ -251,6 +253,7 @@ void sn_qp_destroy(sn_qp_t *qp)
         sn_cq_purge_qp(qp->send_cq, qp->ibv.qp_num);
     }
     sn_srq_forget_qp(qp->srq, qp);
+    sn_qp_events_drop(qp);
     if (qp->srq->rr_next == &qp->srq_link) {
         qp->srq->rr_next = qp->srq_link.next;
     }
@@ -277,6 +280,7 @@ int softnic_destroy_qp(struct ibv_qp *ibv_qp)
     if (qp->passive) {
         return EBUSY;           /* its SRQ's: destroyed with the SRQ */
     }
+    sn_qp_events_check_acked(qp);
     sn_qp_destroy(qp);
     return 0;
 }
@@ -330,8 +334,9 @@ void sn_qp_set_error(sn_qp_t *qp)
         return;
     }
     sn_debug("QP 0x%x enters the error state", qp->ibv.qp_num);
-    qp->ibv.state = IBV_QPS_ERR;
-    qp->fin_count = 0;
+    qp->ibv.state    = IBV_QPS_ERR;
+    qp->fin_count    = 0;
+    qp->last_wqe_due = true;    /* raised by the device's progress */
     /* our peer will see us gone, as it would see an RC QP stop answering */
     if (sn_ctx_is_ours(sn_qp_ctx(qp))) {
         atomic_store(&qp->in->hdr.closed, 1);

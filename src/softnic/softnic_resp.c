@@ -242,6 +242,7 @@ static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
 {
     sn_xfer_t *xfer = &srq->xfers[srq->xfer_tail++ & srq->xfer_mask];
 
+    ++qp->xfers_queued;
     xfer->qp         = qp;
     xfer->tag_index  = (uint32_t)(tag - srq->tags);
     xfer->local_addr = tag->addr;
@@ -485,6 +486,7 @@ int sn_srq_step_data(sn_srq_t *srq)
     if (xfer->qp == NULL) {
         return 0;               /* its QP was destroyed: nothing completes */
     }
+    --xfer->qp->xfers_queued;
     if (xfer->rndv) {
         status = sn_xfer_read(srq, xfer);
         if (status != IBV_WC_SUCCESS) {

@@ -54,7 +54,7 @@ static int tm_verbs_qp_init(tm_verbs_dev_t *dev, struct ibv_qp *qp)
  * nowhere, but a failure of one does, on the SRQ's CQ */
 static int tm_verbs_conn_qp_create(tm_verbs_dev_t *dev, tm_verbs_srq_t *srq,
                                    tm_dev_cq_t *send_cq, uint32_t max_send_wr,
-                                   struct ibv_qp **qp_p)
+                                   tm_verbs_conn_t *conn, struct ibv_qp **qp_p)
 {
     struct ibv_qp_init_attr attr;
     struct ibv_qp *qp;
@@ -69,6 +69,7 @@ static int tm_verbs_conn_qp_create(tm_verbs_dev_t *dev, tm_verbs_srq_t *srq,
     attr.cap.max_inline_data = max_send_wr ? dev->lim.max_inline : 0;
     attr.qp_type             = IBV_QPT_RC;
     attr.sq_sig_all          = 0;   /* callers ask with IBV_SEND_SIGNALED */
+    attr.qp_context          = conn;  /* for its asynchronous events */
 
     errno = 0;
     qp    = dev->lib->create_qp(dev->pd, &attr);
@@ -106,11 +107,12 @@ int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
     }
 
     ret = tm_verbs_conn_qp_create(dev, srq, send_cq, dev->lim.max_send_wr,
-                                  &conn->super.qp);
+                                  conn, &conn->super.qp);
     if (ret != 0) {
         goto err_free;
     }
-    ret = tm_verbs_conn_qp_create(dev, srq, srq->cq, 0, &conn->super.rx_qp);
+    ret = tm_verbs_conn_qp_create(dev, srq, srq->cq, 0, conn,
+                                  &conn->super.rx_qp);
     if (ret != 0) {
         goto err_destroy_qp;
     }
@@ -225,6 +227,64 @@ int tm_dev_conn_set_error(tm_dev_conn_t *tconn)
         }
     }
     return 0;
+}
+
+static void tm_verbs_async_event(tm_verbs_dev_t *dev,
+                                 const struct ibv_async_event *event)
+{
+    struct ibv_qp *qp = event->element.qp;
+    tm_dev_conn_t *conn;
+
+    switch (event->event_type) {
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        conn = qp->qp_context;  /* NULL: a QP the SRQ accepted */
+        tm_dev_debug("verbs: %s: QP 0x%x reached its last WQE",
+                     dev->super.name, qp->qp_num);
+        if (conn != NULL) {
+            __atomic_or_fetch(&conn->last_wqe, (qp == conn->qp) ?
+                              TM_DEV_CONN_LAST_WQE_TX :
+                              TM_DEV_CONN_LAST_WQE_RX, __ATOMIC_RELEASE);
+        }
+        break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+        /* its failure also comes as a completion */
+        tm_dev_debug("verbs: %s: QP 0x%x: %s", dev->super.name, qp->qp_num,
+                     ibv_event_type_str(event->event_type));
+        break;
+    case IBV_EVENT_CQ_ERR:
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_DEVICE_FATAL:
+        tm_dev_warn("verbs: %s: %s", dev->super.name,
+                    ibv_event_type_str(event->event_type));
+        break;
+    default:
+        tm_dev_debug("verbs: %s: %s", dev->super.name,
+                     ibv_event_type_str(event->event_type));
+        break;
+    }
+}
+
+/* The connection is marked before the event is acknowledged: its owner may
+ * destroy it as soon as it is marked, and the destroy waits for the
+ * acknowledgement */
+unsigned tm_dev_progress_events(tm_dev_t *tdev)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
+    struct ibv_async_event event;
+    unsigned count = 0;
+
+    while (dev->lib->get_async_event(dev->ctx, &event) == 0) {
+        tm_verbs_async_event(dev, &event);
+        dev->lib->ack_async_event(&event);
+        ++count;
+    }
+    return count;
 }
 
 static void tm_verbs_qp_addr(struct ibv_qp *qp, tm_verbs_qp_addr_t *addr)

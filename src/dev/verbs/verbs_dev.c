@@ -14,6 +14,7 @@
 #include <softnic/softnic.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,18 @@ static int tm_verbs_open_context(const tm_verbs_lib_t *lib, const char *name,
     lib->free_device_list(list);
     if (ret != 0) {
         tm_dev_debug("verbs: cannot open %s: %s", name, strerror(ret));
+        return ret;
+    }
+
+    /* Its asynchronous events are read without waiting (a NIC's come
+     * through the fd; the software NIC has none) */
+    if ((ctx->async_fd >= 0) &&
+        (fcntl(ctx->async_fd, F_SETFL,
+               fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) != 0)) {
+        ret = errno;
+        tm_dev_debug("verbs: %s: cannot make its event fd non-blocking: %s",
+                     name, strerror(ret));
+        lib->close_device(ctx);
         return ret;
     }
 

@@ -28,6 +28,8 @@ const tm_verbs_lib_t tm_verbs_libibverbs = {
     .destroy_qp       = ibv_destroy_qp,
     .destroy_cq       = ibv_destroy_cq,
     .destroy_srq      = ibv_destroy_srq,
+    .get_async_event  = ibv_get_async_event,
+    .ack_async_event  = ibv_ack_async_event,
 };
 
 const tm_verbs_lib_t tm_verbs_softnic = {
@@ -51,4 +53,6 @@ const tm_verbs_lib_t tm_verbs_softnic = {
     .destroy_qp       = softnic_destroy_qp,
     .destroy_cq       = softnic_destroy_cq,
     .destroy_srq      = softnic_destroy_srq,
+    .get_async_event  = softnic_get_async_event,
+    .ack_async_event  = softnic_ack_async_event,
 };

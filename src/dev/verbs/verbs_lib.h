@@ -45,6 +45,9 @@ struct tm_verbs_lib {
     int         (*destroy_qp)(struct ibv_qp *qp);
     int         (*destroy_cq)(struct ibv_cq *cq);
     int         (*destroy_srq)(struct ibv_srq *srq);
+    int         (*get_async_event)(struct ibv_context *context,
+                                   struct ibv_async_event *event);
+    void        (*ack_async_event)(struct ibv_async_event *event);
 };
 
 /* In listing order: TM-capable NICs first, the software NIC last */

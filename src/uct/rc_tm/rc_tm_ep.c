@@ -388,31 +388,67 @@ static unsigned uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep,
  * completion it left on the CQs was polled: destroying a QP drops its
  * unpolled completions (rdma-core's mlx5, __mlx5_cq_clean), which would
  * lose the messages the NIC took for it (and their buffers, and the list
- * slots of the receives they matched).  The send CQ entries of its flushed
- * sends are given out again only then, as UCX's rc_mlx5 keeps its CQ
- * credits until its QP cleanup.
+ * slots of the receives they matched).  A NIC may still write some after
+ * the state change; each QP says when it wrote its last with
+ * IBV_EVENT_QP_LAST_WQE_REACHED, as UCX's rc_mlx5 waits for it.  So a
+ * connection goes once its QPs reported that and both CQs were then found
+ * empty.  The send CQ entries of its flushed sends are given out again only
+ * then, as UCX's rc_mlx5 keeps its CQ credits until its QP cleanup.
  */
 typedef struct uct_rc_tm_closing_conn {
     ucs_list_link_t           list;     /* in iface->closing */
     tm_dev_conn_t             *conn;
     unsigned                  cq_entries;
+    int                       drained;  /* last WQE seen before the CQ polls
+                                           that led here */
 } uct_rc_tm_closing_conn_t;
 
-/* Both CQs were found empty since the closing connections stopped: nothing
- * of theirs is left to poll */
-void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface, int notify)
+static void uct_rc_tm_closing_destroy(uct_rc_tm_iface_t *iface,
+                                      uct_rc_tm_closing_conn_t *closing)
+{
+    ucs_list_del(&closing->list);
+    tm_dev_destroy_conn(closing->conn);
+    iface->tx.available += closing->cq_entries;
+    ucs_free(closing);
+}
+
+/* Both CQs were just found empty: the connections whose QPs had reached
+ * their last WQE before those polls have nothing left on them */
+void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_closing_conn_t *closing, *tmp;
+    int destroyed = 0;
+
+    ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
+        if (closing->drained) {
+            uct_rc_tm_closing_destroy(iface, closing);
+            destroyed = 1;
+        }
+    }
+
+    tm_dev_progress_events(iface->dev);
+    ucs_list_for_each(closing, &iface->closing, list) {
+        closing->drained = tm_dev_conn_drained(closing->conn);
+    }
+
+    if (destroyed) {
+        ucs_arbiter_dispatch(&iface->arbiter, 1,
+                             uct_rc_tm_ep_process_pending, NULL);
+    }
+}
+
+/* The interface closes: what the connections still had coming goes with
+ * its queues */
+void uct_rc_tm_iface_destroy_closing(uct_rc_tm_iface_t *iface)
 {
     uct_rc_tm_closing_conn_t *closing, *tmp;
 
     ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
-        ucs_list_del(&closing->list);
-        tm_dev_destroy_conn(closing->conn);
-        iface->tx.available += closing->cq_entries;
-        ucs_free(closing);
-    }
-    if (notify) {
-        ucs_arbiter_dispatch(&iface->arbiter, 1,
-                             uct_rc_tm_ep_process_pending, NULL);
+        if (!tm_dev_conn_drained(closing->conn)) {
+            ucs_debug("rc_tm: qp 0x%x destroyed before its last WQE",
+                      tm_dev_conn_qp_num(closing->conn));
+        }
+        uct_rc_tm_closing_destroy(iface, closing);
     }
 }
 
@@ -527,6 +563,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_ep_t)
     }
     closing->conn       = self->conn;
     closing->cq_entries = cq_entries;
+    closing->drained    = 0;
     ucs_list_add_tail(&iface->closing, &closing->list);
 }
 

@@ -158,10 +158,11 @@ void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep, enum ibv_wc_status wc_status);
 uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
                                            uint32_t qp_num);
 void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep);
-/* Destroys the connections of destroyed endpoints (iface->closing), once
- * both CQs were found empty since they stopped, or at interface close
- * (notify 0: no pending requests dispatched) */
-void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface, int notify);
+/* The connections of destroyed endpoints (iface->closing): reaped from
+ * progress when both CQs were found empty (those whose QPs reached their
+ * last WQE before), all destroyed at interface close */
+void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_iface_destroy_closing(uct_rc_tm_iface_t *iface);
 
 /* An inline send of a message whose first bytes are a TMH: for the user
  * (checks resources), and for control messages (checks only credits) */

@@ -593,7 +593,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
         ucs_warn("rc_tm: iface %p closed with %u endpoints still open", self,
                  user_eps);
     }
-    uct_rc_tm_iface_reap_closing(self, 0);
+    uct_rc_tm_iface_destroy_closing(self);
 
     uct_rc_tm_iface_stats_close(self);
     uct_rc_tm_tag_cleanup(self);

@@ -220,7 +220,7 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     } else if (n > 0) {
         count += n;
     } else if (ucs_unlikely(cqs_empty && !ucs_list_is_empty(&iface->closing))) {
-        uct_rc_tm_iface_reap_closing(iface, 1);
+        uct_rc_tm_iface_reap_closing(iface);
     }
 
 out:

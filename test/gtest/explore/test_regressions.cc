@@ -8,9 +8,6 @@
 
 #include <cstring>
 
-extern "C" void uct_rc_tm_iface_device(uct_iface_h iface, tm_dev_t **dev_p,
-                                       tm_dev_srq_t **srq_p);
-
 using namespace rc_tm_test;
 
 namespace {

@@ -25,9 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern "C" void uct_rc_tm_iface_device(uct_iface_h iface, tm_dev_t **dev_p,
-                                       tm_dev_srq_t **srq_p);
-
 using namespace rc_tm_test;
 
 namespace {

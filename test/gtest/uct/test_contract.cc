@@ -9,6 +9,7 @@
  *  5. a flush queued behind pending requests completes, once.
  */
 #include "uct_fixture.h"
+#include "../common/softnic_steer.h"
 
 #include <cstring>
 
@@ -615,4 +616,51 @@ TEST_F(rc_tm_contract, flush_behind_pending_completes_when_all_is_done)
         progress();
     }
     EXPECT_EQ(1, f.done.invocations());
+}
+
+/* A NIC may still write completions for a QP after it entered the error
+ * state; it says when it wrote its last with IBV_EVENT_QP_LAST_WQE_REACHED.
+ * Here the device matched a message longer than a packet for the endpoint
+ * (MATCH polled), and the endpoint is destroyed before the device placed
+ * the data: however often the receiver progresses meanwhile (its CQs are
+ * empty), the connection must stay until the entry's final completion was
+ * written and polled.  Destroyed at the first empty poll, the receive never
+ * completes. */
+TEST_F(rc_tm_contract, destroy_waits_for_the_last_wqe)
+{
+    open();
+    tm_dev_t *dev;
+    tm_dev_srq_t *srq;
+    uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
+    ASSERT_TRUE(softnic_is_soft(dev));
+
+    mapped_buffer rbuf(m_component, m_md, 8192, 0);
+    tag_recv r;
+    ASSERT_EQ(UCS_OK, post(r, rbuf, 0x77));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+    std::vector<char> data(6000, 'd');     /* over the 4 KiB packet */
+    ASSERT_EQ((ssize_t)data.size(),
+              uct_ep_tag_eager_bcopy(ep(), 0x77, 0, pack_vector, &data, 0));
+    softnic_event_t ev;
+    ASSERT_EQ(1u, softnic_test_events(srq, &ev, 1));
+    ASSERT_EQ(SOFTNIC_EV_ARRIVAL, ev.kind);
+    ASSERT_EQ(0, softnic_test_step(srq, &ev));
+    ASSERT_EQ(1u, softnic_test_pending_data(srq)) << "MATCH only";
+    progress();
+
+    uct_ep_destroy(m_receiver.eps.at(0));
+    m_receiver.eps.clear();
+    for (int i = 0; i < 100; ++i) {
+        uct_worker_progress(m_receiver.worker);
+    }
+    EXPECT_EQ(0, r.completed);
+
+    ASSERT_EQ(0, softnic_test_step_data(srq));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
+    ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
+            << "the final completion was dropped with the QP";
+    EXPECT_EQ(UCS_OK, r.status);
+    EXPECT_EQ(0, memcmp(data.data(), rbuf.ptr(), data.size()));
 }

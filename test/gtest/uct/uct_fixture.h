@@ -21,6 +21,12 @@ extern "C" {
 /* Exported by the module: per-interface counters (UCT_RC_TM_STAT_*) */
 unsigned uct_rc_tm_iface_counters(uct_iface_h iface, uint64_t *counters,
                                   unsigned max);
+/* ... and the device objects under an interface (to steer the software
+ * NIC) */
+struct tm_dev;
+struct tm_dev_srq;
+void uct_rc_tm_iface_device(uct_iface_h iface, struct tm_dev **dev_p,
+                            struct tm_dev_srq **srq_p);
 }
 
 namespace rc_tm_test {

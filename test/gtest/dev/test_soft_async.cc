@@ -1,0 +1,110 @@
+/*
+ * The software NIC's asynchronous events, through the device layer:
+ * IBV_EVENT_QP_LAST_WQE_REACHED comes after a QP's state change, once the
+ * QP's last work is done, as on a NIC (docs/verbs-device.md, item 9).
+ */
+#include "soft_fixture.h"
+
+#include <softnic/softnic.h>
+
+using namespace soft_test;
+
+namespace {
+
+class soft_async : public soft_pair {};
+class soft_async_small_packet : public soft_pair_small_packet {};
+class soft_async_DeathTest : public soft_pair {};
+
+} // namespace
+
+/* The event is the device's, not the state change's: a poll raises it,
+ * after the flush completions of the QP's sends, which that poll returns */
+TEST_F(soft_async, last_wqe_comes_after_the_flushes_not_at_the_state_change)
+{
+    manual();                  /* the receiver takes nothing */
+    for (uint64_t i = 1; i <= 3; ++i) {
+        ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "x"), i));
+    }
+    ASSERT_EQ(0, tm_dev_conn_set_error(cs));
+    EXPECT_EQ(0u, tm_dev_progress_events(s.dev));
+    EXPECT_FALSE(tm_dev_conn_drained(cs));
+
+    std::vector<tm_dev_wc_t> v = drain(s);
+    ASSERT_EQ(3u, v.size());
+    for (unsigned i = 0; i < v.size(); ++i) {
+        EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, v[i].status);
+        EXPECT_EQ(i + 1u, v[i].wr_id);
+    }
+    EXPECT_EQ(2u, tm_dev_progress_events(s.dev)) << "one per QP";
+    EXPECT_TRUE(tm_dev_conn_drained(cs));
+    EXPECT_EQ(0u, drain(s).size()) << "nothing after the event";
+    EXPECT_EQ(0u, tm_dev_progress_events(s.dev)) << "raised once";
+}
+
+/* A QP in error whose matched message still has its data to place: its
+ * receive-only QP reaches its last WQE only after the entry's final
+ * completion */
+TEST_F(soft_async_small_packet, last_wqe_waits_for_a_matched_transfer)
+{
+    const std::string payload(200, 'e');
+    char *buf = r.alloc(512);
+
+    manual();
+    ASSERT_EQ(0, r.add_tag(0x51, ~0ull, buf, 512, 60, 0, nullptr, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 0x51, 0xa1, payload), 1));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(1u, softnic_test_pending_data(r.srq));
+
+    ASSERT_EQ(0, tm_dev_conn_set_error(cr));
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 60, IBV_WC_TM_MATCH, 0x51, 0xa1, 0);
+    EXPECT_EQ(1u, tm_dev_progress_events(r.dev)) << "the sending QP's";
+    EXPECT_FALSE(tm_dev_conn_drained(cr));
+
+    ASSERT_EQ(0, softnic_test_step_data(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 60, IBV_WC_TM_DATA_VALID, 0, 0, payload.size());
+    EXPECT_EQ(1u, tm_dev_progress_events(r.dev));
+    EXPECT_TRUE(tm_dev_conn_drained(cr));
+}
+
+/* As the kernel drops the events of a destroyed QP that software has not
+ * read: only the other connection's remain */
+TEST_F(soft_async, an_event_not_read_goes_with_its_qp)
+{
+    tm_dev_conn_t *cs2 = s.create_conn();
+
+    ASSERT_EQ(0, tm_dev_conn_set_error(cs));
+    ASSERT_EQ(0, tm_dev_conn_set_error(cs2));
+    EXPECT_EQ(0u, drain(s).size());
+
+    s.conns.erase(std::remove(s.conns.begin(), s.conns.end(), cs),
+                  s.conns.end());
+    tm_dev_destroy_conn(cs);
+    cs = nullptr;
+    EXPECT_EQ(2u, tm_dev_progress_events(s.dev));
+    EXPECT_TRUE(tm_dev_conn_drained(cs2));
+}
+
+/* libibverbs' destroy of a QP waits for every event read for it to be
+ * acknowledged, forever if it never is: the software NIC aborts instead */
+TEST_F(soft_async_DeathTest, destroy_with_an_event_read_and_not_acknowledged)
+{
+    struct ibv_context *ctx = tm_dev_ibv_context(s.dev);
+    struct ibv_async_event ev;
+
+    ASSERT_EQ(0, tm_dev_conn_set_error(cs));
+    EXPECT_EQ(0u, drain(s).size());
+    ASSERT_EQ(0, softnic_get_async_event(ctx, &ev));
+    EXPECT_EQ(IBV_EVENT_QP_LAST_WQE_REACHED, ev.event_type);
+    EXPECT_TRUE((ev.element.qp == tm_dev_ibv_qp(cs)) ||
+                (ev.element.qp == tm_dev_ibv_rx_qp(cs)));
+
+    EXPECT_DEATH(softnic_destroy_qp(ev.element.qp),
+                 "read but not acknowledged");
+    softnic_ack_async_event(&ev);
+}
