@@ -664,3 +664,45 @@ TEST_F(rc_tm_contract, destroy_waits_for_the_last_wqe)
     EXPECT_EQ(UCS_OK, r.status);
     EXPECT_EQ(0, memcmp(data.data(), rbuf.ptr(), data.size()));
 }
+
+/* Room in the device's list comes back at an entry's final completion, not
+ * at its MATCH (rdma-core frees the handle then): with a one-entry list, a
+ * receive posted between the MATCH of a message longer than a packet and
+ * its final completion waits in software, and is matched all the same. */
+TEST_F(rc_tm_contract, list_room_comes_back_at_the_final_completion)
+{
+    open({{"LIST_SIZE", "1"}});
+    tm_dev_t *dev;
+    tm_dev_srq_t *srq;
+    uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
+    ASSERT_TRUE(softnic_is_soft(dev));
+
+    mapped_buffer b1(m_component, m_md, 8192, 0), b2(m_component, m_md, 8192, 0);
+    tag_recv r1, r2;
+    ASSERT_EQ(UCS_OK, post(r1, b1, 0x51));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+    std::vector<char> m1(6000, '1'), m2(6000, '2');
+    ASSERT_EQ((ssize_t)m1.size(),
+              uct_ep_tag_eager_bcopy(ep(), 0x51, 0, pack_vector, &m1, 0));
+    softnic_event_t ev;
+    ASSERT_EQ(1u, softnic_test_events(srq, &ev, 1));
+    ASSERT_EQ(0, softnic_test_step(srq, &ev));
+    ASSERT_EQ(1u, softnic_test_pending_data(srq)) << "MATCH only";
+    progress();
+
+    ASSERT_EQ(UCS_OK, post(r2, b2, 0x52));
+    EXPECT_EQ(1u, counters(m_receiver)[POST_SW]) << "the entry is not free";
+
+    ASSERT_EQ(0, softnic_test_step_data(srq));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
+    ASSERT_TRUE(wait_for([&] { return r1.completed > 0; }));
+    EXPECT_EQ(UCS_OK, r1.status);
+    EXPECT_EQ(0, memcmp(m1.data(), b1.ptr(), m1.size()));
+    ASSERT_EQ((ssize_t)m2.size(),
+              uct_ep_tag_eager_bcopy(ep(), 0x52, 0, pack_vector, &m2, 0));
+    ASSERT_TRUE(wait_for([&] { return r2.completed > 0; }));
+    EXPECT_EQ(UCS_OK, r2.status);
+    EXPECT_EQ(0, memcmp(m2.data(), b2.ptr(), m2.size()));
+}
