@@ -85,6 +85,10 @@
 /* How often a QP waiting on its peer checks that the peer lives */
 #define SN_LIVENESS_PERIOD_NS  (20ull * 1000 * 1000)
 
+/* Messages of one QP the responder takes in a row before it looks at the
+ * next QP (sn_srq_run_arrivals) */
+#define SN_ARRIVAL_BURST       16
+
 /* GID: subnet prefix {0xfd, 'S', host id, user}; interface id {pid,
  * device number, 'S', version} */
 #define SN_GID_MARK            0x53
@@ -696,6 +700,16 @@ static inline void sn_ring_release(sn_qp_t *qp, sn_rec_t *rec)
 static inline bool sn_qp_connected(const sn_qp_t *qp)
 {
     return (qp->ibv.state == IBV_QPS_RTR) || (qp->ibv.state == IBV_QPS_RTS);
+}
+
+/* Anything (a message or padding) at the head of qp's inbound ring?  The
+ * cheap look before sn_srq_step_arrival, which looks again; a QP not
+ * connected takes nothing (as sn_srq_arrival_peek) */
+static inline bool sn_ring_has_rec(sn_qp_t *qp)
+{
+    return sn_qp_connected(qp) &&
+           (__atomic_load_n(&sn_ring_head_rec(qp)->type,
+                            __ATOMIC_RELAXED) != 0);
 }
 
 #pragma GCC visibility pop

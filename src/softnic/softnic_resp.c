@@ -18,6 +18,10 @@
 #define SN_TMH_LEN   sizeof(struct ibv_tmh)
 #define SN_RVH_LEN   sizeof(struct ibv_rvh)
 
+/* Messages copied out of the ring from their end (sn_ring_copy_out) */
+#define SN_RING_COPY_BACK_MIN  257
+#define SN_RING_COPY_BACK_MAX  2048
+
 /* How an arriving message is handled */
 typedef enum {
     SN_ARR_UNEXP,        /* tagged, no matchable entry: untagged buffer */
@@ -50,6 +54,33 @@ bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p)
         sn_ring_advance(qp, rec->len);
         rec = sn_ring_head_rec(qp);
     }
+}
+
+/*
+ * A message out of the ring, into a receive buffer.  A responder that keeps
+ * pace with its producer copies a record right after it was published,
+ * while the producer writes the next one just behind it: copied forward,
+ * the hardware prefetcher runs on into those lines, and each goes back to
+ * the producer, whose stores then wait (tag_bw at 1 KiB halved once the
+ * receiver kept pace, issue 14).  Copied from its end, the prefetcher runs
+ * back into records already taken.  Measured: up to 256 bytes and above
+ * 2 KiB a forward copy is faster (by 10-15% at 64-200 bytes, 10% at
+ * 4 KiB), and the stall was seen at 256 bytes and 1 KiB.
+ */
+static void sn_ring_copy_out(void *dst, const void *src, uint32_t len)
+{
+    uint32_t off = len;
+
+    if ((len < SN_RING_COPY_BACK_MIN) || (len > SN_RING_COPY_BACK_MAX)) {
+        memcpy(dst, src, len);
+        return;
+    }
+    while (off >= SN_CACHE_LINE) {
+        off -= SN_CACHE_LINE;
+        memcpy((uint8_t *)dst + off, (const uint8_t *)src + off,
+               SN_CACHE_LINE);
+    }
+    memcpy(dst, src, off);
 }
 
 /* A QP goes: its transfers still queued read nothing from it */
@@ -194,7 +225,7 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
     }
 
     ++srq->rbuf_head;
-    memcpy((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
+    sn_ring_copy_out((void *)(uintptr_t)rbuf->addr, rec + 1, rec->len);
     wc           = sn_cq_push(srq->cq);
     wc->wr_id    = rbuf->wr_id;
     wc->status   = IBV_WC_SUCCESS;
@@ -299,7 +330,7 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
         return;
     }
 
-    memcpy((void *)(uintptr_t)tag->addr, tmh + 1, len);
+    sn_ring_copy_out((void *)(uintptr_t)tag->addr, tmh + 1, len);
     sn_srq_tag_unlist(srq, tag);
     if (len > srq->packet_size) {
         sn_srq_push_consumed(srq, qp, index, IBV_WC_TM_MATCH, tmh);

@@ -507,11 +507,18 @@ static unsigned sn_srq_run_ops(sn_srq_t *srq)
     return n;
 }
 
-/* Arrivals, round-robin over QPs, one message each per round */
+/* Arrivals, round-robin over QPs, up to SN_ARRIVAL_BURST messages of each
+ * per round.  A connection has two QPs and an accepted one two more, while
+ * messages come on one: a ring with nothing at its head is passed over with
+ * one load, and the full look (sn_srq_step_arrival) is paid per message.
+ * The burst keeps each QP's order and lets no QP wait for more than a burst
+ * of each other one; one message per QP per round cost a round per message
+ * (issue 14). */
 static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
 {
     sn_list_t *start, *it;
-    unsigned n = 0, round;
+    unsigned n = 0, round, burst;
+    sn_qp_t *qp;
 
     if (sn_list_empty(&srq->qps)) {
         return 0;
@@ -522,10 +529,13 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
         it    = start;
         do {
             if (it != &srq->qps) {
-                if (sn_srq_step_arrival(srq, sn_container_of(it, sn_qp_t,
-                                                             srq_link)) == 0) {
-                    ++round;
+                qp = sn_container_of(it, sn_qp_t, srq_link);
+                for (burst = 0; (burst < SN_ARRIVAL_BURST) &&
+                                sn_ring_has_rec(qp) &&
+                                (sn_srq_step_arrival(srq, qp) == 0);
+                     ++burst) {
                 }
+                round += burst;
             }
             it = it->next;
         } while (it != start);

@@ -11,6 +11,11 @@
 
 #include "rc_tm_ep.h"
 
+/* Unexpected messages between two counts sent on the device's request
+ * (UCX's rc_mlx5 sends one every IBV_DEVICE_MAX_UNEXP_COUNT, 2^14): far
+ * below the 16-bit wrap of the device's count */
+#define UCT_RC_TM_UNEXP_SYNC_PERIOD  UCS_BIT(14)
+
 /* What a posted context holds: the receive, and its index in the table of
  * contexts still owed a completion (which tells a context posted twice) */
 typedef struct uct_rc_tm_ctx_priv {

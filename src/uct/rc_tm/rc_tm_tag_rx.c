@@ -604,10 +604,18 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
         status = uct_rc_tm_tag_unexp_rndv(iface, wc, tmh);
     }
 
-    /* The device asks for the count (mlx5: once 0x3fff unexpected messages
-     * went unsynced).  Posted after the DEL of a receive won above, as
-     * every operation is. */
-    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ)) {
+    /* The device asks for the count: rdma-core's mlx5 once more than 0x3fff
+     * unexpected messages were not acknowledged by an ADD that carried it.
+     * A SYNC does not acknowledge them there (mlx5_post_srq_ops sets
+     * unexp_out on TAG_ADD only), so while no receive is listed every
+     * later message asks again: answering each one that brought a new
+     * count cost a SYNC per few small messages (issue 14).  Answered once
+     * per UCT_RC_TM_UNEXP_SYNC_PERIOD messages, as UCX's rc_mlx5 sends its
+     * count; posted after the DEL of a receive won above, as every
+     * operation is. */
+    if (ucs_unlikely(wc->wc_flags & IBV_WC_TM_SYNC_REQ) &&
+        (iface->tm.unexpected_cnt - iface->tm.count_op_cnt >=
+         UCT_RC_TM_UNEXP_SYNC_PERIOD)) {
         uct_rc_tm_tag_post_sync(iface);
     }
     return status;

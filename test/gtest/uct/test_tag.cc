@@ -592,6 +592,40 @@ TEST_F(rc_tm_tag, sync_request_answered)
     EXPECT_EQ(1u, m_receiver.unexpected.size());
 }
 
+/* Without receives in the device, rdma-core asks for the count on every
+ * unexpected message once 0x3fff went unacknowledged by an ADD, and a SYNC
+ * does not acknowledge them: answered on every new count, a flood of small
+ * messages sent a SYNC per few messages (issue 14).  Answered once per 2^14
+ * unexpected messages, as UCX's rc_mlx5 sends its count. */
+TEST_F(rc_tm_tag, unexpected_flood_sends_a_count_per_period)
+{
+    open();
+    const unsigned count = 40000;
+    unsigned received    = 0;
+    uint64_t data        = 0x1234;
+
+    m_receiver.on_eager = [&](void *, size_t length, unsigned, uint64_t stag,
+                              uint64_t) {
+        EXPECT_EQ(sizeof(data), length);
+        EXPECT_EQ(0x77u, stag);
+        ++received;
+        return UCS_OK;
+    };
+    for (unsigned i = 0; i < count; ++i) {
+        ASSERT_TRUE(wait_for([&] {
+            return uct_ep_tag_eager_short(ep(), 0x77, &data, sizeof(data)) !=
+                   UCS_ERR_NO_RESOURCE;
+        }));
+    }
+    ASSERT_TRUE(wait_for([&] { return received == count; }));
+
+    std::vector<uint64_t> c = counters(m_receiver);
+    EXPECT_EQ(count, c[RX_EAGER_UNEXP]);
+    /* one past 2^14 and one past 2^15 (0x3fff go without a request) */
+    EXPECT_GE(c[LIST_SYNC], 1u);
+    EXPECT_LE(c[LIST_SYNC], count / 16384 + 1);
+}
+
 /* The race of the seed documents, at the UCT level: m1 arrives unexpected
  * before b1 is posted; m2 must not match b1 in the device, since software
  * (here the test, acting as UCP) gives m1 to b1 */
