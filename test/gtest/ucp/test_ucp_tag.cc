@@ -7,6 +7,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -347,10 +348,13 @@ TEST_F(rc_tm_ucp, repeated_offloaded_receives_of_one_buffer_hit_the_cache)
     activate_offload();
     const int rounds = 20;
     for (size_t size : {4096ul, 16384ul, 65536ul}) {
-        std::vector<char> buf(size);
+        /* One buffer each side, refilled every round (a new vector each
+         * round may come at a new address: a miss that says nothing) */
+        std::vector<char> buf(size), data(size);
         std::vector<uint64_t> before = counters();
         for (int i = 0; i < rounds; ++i) {
-            std::vector<char> data = pattern(size, (uint8_t)i);
+            std::vector<char> fill = pattern(size, (uint8_t)i);
+            std::copy(fill.begin(), fill.end(), data.begin());
             void *rreq = recv(0x600 + i, buf);
             void *sreq = send(0x600 + i, data);
             ASSERT_EQ(UCS_OK, wait(rreq));

@@ -9,9 +9,11 @@
  */
 #include "uct_fixture.h"
 
+#include <ucm/api/ucm.h>
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -383,11 +385,46 @@ TEST_F(rc_tm_rcache, unmapped_and_mapped_again_registers_anew)
             << "the old registration outlived its memory";
 }
 
-/* The same through malloc and free, as a user's buffers come and go.
- * Buffers beyond glibc's largest mmap threshold (32 MiB) are always their
- * own mapping, unmapped at free; the next one is often at the same address
- * and must be registered anew.  (A heap buffer reused without unmapping is
- * still the same memory: a hit on it is right.) */
+/* Whether UCM reported an unmap of [watch, watch + 1) while it lived: the
+ * event the cache invalidates regions on */
+class unmap_watch {
+public:
+    explicit unmap_watch(const void *address) : m_address((uintptr_t)address)
+    {
+        EXPECT_EQ(UCS_OK, ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                                callback, this));
+    }
+
+    ~unmap_watch()
+    {
+        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED, callback, this);
+    }
+
+    bool seen() const { return m_seen; }
+
+private:
+    static void callback(ucm_event_type_t type, ucm_event_t *event, void *arg)
+    {
+        auto *self      = static_cast<unmap_watch*>(arg);
+        uintptr_t start = (uintptr_t)event->vm_unmapped.address;
+        if ((self->m_address >= start) &&
+            (self->m_address < start + event->vm_unmapped.size)) {
+            self->m_seen = true;
+        }
+    }
+
+    uintptr_t     m_address;
+    volatile bool m_seen = false;
+};
+
+/* The same through malloc and free, as a user's buffers come and go: with
+ * glibc's allocator and UCM's, a buffer beyond the largest mmap threshold
+ * (32 MiB) is its own mapping, unmapped at free, and the next one is at the
+ * same address: it must be registered anew.  An allocator that keeps freed
+ * memory mapped (ASan's) gives back the same memory, and a hit is right;
+ * one that unmaps without libc (valgrind's) hides the unmap from UCM, and
+ * the cache keeps a stale registration: UCX's limitation, not checked
+ * here. */
 TEST_F(rc_tm_rcache, freed_and_allocated_again_registers_anew)
 {
     open();
@@ -396,26 +433,31 @@ TEST_F(rc_tm_rcache, freed_and_allocated_again_registers_anew)
     uct_mem_h lmemh = reg(local.m_ptr, local.m_size);
 
     const size_t size = 64 << 20, page = 4096, last = size - page;
-    int same_address  = 0;
+    int checked       = 0;
     for (int round = 0; round < 3; ++round) {
         char *p = static_cast<char*>(malloc(size));
         ASSERT_NE(nullptr, p);
-        uct_mem_h memh = reg(p, size);
-        uct_rkey_t key = rkey(memh);
+        uintptr_t address = (uintptr_t)p;
+        uct_mem_h memh    = reg(p, size);
+        uct_rkey_t key    = rkey(memh);
         dereg(memh);
-        free(p);
+        bool unmapped;
+        {
+            unmap_watch watch(p);
+            free(p);
+            unmapped = watch.seen();
+        }
 
         char *q = static_cast<char*>(malloc(size));
         ASSERT_NE(nullptr, q);
         fill(q + last, page, 2);     /* pages we touch, not 64 MiB */
         uint64_t hit0 = hits(), miss0 = misses();
         uct_mem_h qmemh = reg(q, size);
-        EXPECT_EQ(miss0 + 1, misses()) << "round " << round << ", "
-                << ((q == p) ? "same" : "another") << " address";
-        EXPECT_EQ(hit0, hits());
         uct_rkey_t qkey = rkey(qmemh);
-        if (q == p) {
-            ++same_address;
+        if (unmapped && ((uintptr_t)q == address)) {
+            ++checked;
+            EXPECT_EQ(miss0 + 1, misses()) << "round " << round;
+            EXPECT_EQ(hit0, hits()) << "round " << round;
             EXPECT_NE(key, qkey) << "round " << round;
         }
         ASSERT_EQ(UCS_OK, rdma(false, (uintptr_t)q + last, qkey, local.m_ptr,
@@ -424,7 +466,10 @@ TEST_F(rc_tm_rcache, freed_and_allocated_again_registers_anew)
         dereg(qmemh);
         free(q);
     }
-    RecordProperty("same_address_rounds", same_address);
+    if (checked == 0) {
+        GTEST_SKIP() << "UCM saw no freed buffer unmapped, or none mapped "
+                        "again at its address";
+    }
 }
 
 /* UCX_RC_TM_RCACHE=no: every registration is the device's own, and a
