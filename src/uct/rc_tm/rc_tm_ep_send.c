@@ -238,7 +238,7 @@ uct_rc_tm_ep_send_zcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op, uint32_t app_ctx,
     sge[0].lkey   = uct_rc_tm_tx_op_lkey(op);
     sge[1].addr   = (uintptr_t)iov->buffer;
     sge[1].length = uct_iov_get_length(iov);
-    sge[1].lkey   = ((tm_dev_mr_t*)iov->memh)->lkey;
+    sge[1].lkey   = uct_rc_tm_memh_lkey(iov->memh);
     wr.sg_list    = sge;
     wr.num_sge    = (sge[1].length > 0) ? 2 : 1;
     wr.opcode     = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
@@ -401,7 +401,7 @@ static ucs_status_t uct_rc_tm_ep_rma_zcopy(uct_rc_tm_ep_t *ep,
     status = uct_rc_tm_ep_send_sge(ep, opcode, iov->buffer,
                                    uct_iov_get_length(iov),
                                    (iov->memh == UCT_MEM_HANDLE_NULL) ? 0 :
-                                   ((tm_dev_mr_t*)iov->memh)->lkey, 0, 0,
+                                   uct_rc_tm_memh_lkey(iov->memh), 0, 0,
                                    remote_addr, rkey, op);
     if (ucs_unlikely(status != UCS_OK)) {
         if (op != NULL) {
@@ -564,7 +564,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_RNDV, ((uint32_t)op->gen << 16) | index,
                        tag);
     rvh->va   = htobe64((uintptr_t)iov->buffer);
-    rvh->rkey = htobe32(((tm_dev_mr_t*)iov->memh)->rkey);
+    rvh->rkey = htobe32(uct_rc_tm_memh_rkey(iov->memh));
     rvh->len  = htobe32(length);
     uct_rc_tm_copy(rvh + 1, header, header_length);
 

@@ -86,14 +86,14 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
 static void uct_rc_tm_rx_elem_init(uct_iface_h tl_iface, void *obj,
                                    uct_mem_h memh)
 {
-    ((uct_rc_tm_rx_elem_t*)obj)->lkey = ((tm_dev_mr_t*)memh)->lkey;
+    ((uct_rc_tm_rx_elem_t*)obj)->lkey = uct_rc_tm_memh_lkey(memh);
 }
 
 static void uct_rc_tm_tx_elem_init(uct_iface_h tl_iface, void *obj,
                                    uct_mem_h memh)
 {
     /* The lkey sits right before the op record */
-    *(uint32_t*)obj = ((tm_dev_mr_t*)memh)->lkey;
+    *(uint32_t*)obj = uct_rc_tm_memh_lkey(memh);
 }
 
 /* The SRQ took the buffers before bad_wr only (full: a failed receive

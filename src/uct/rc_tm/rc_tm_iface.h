@@ -35,7 +35,7 @@
 typedef struct uct_rc_tm_ep uct_rc_tm_ep_t;
 
 /* Counters a user can read: uct_rc_tm_iface_counters(), and at iface close
- * at debug level */
+ * at debug level (the md's, at md close) */
 typedef enum {
     UCT_RC_TM_STAT_RX_EXP,            /* eager matched in device */
     UCT_RC_TM_STAT_RX_EAGER_UNEXP,    /* eager unexpected (to software) */
@@ -61,8 +61,16 @@ typedef enum {
                                          segment (shorter than an eager
                                          message) */
     UCT_RC_TM_STAT_RX_TRUNCATED,      /* ... that a message did not fit */
+    /* The memory domain's (uct_rc_tm_md_stat_t, same order): registrations
+     * are the md's, which UCP shares between its workers' interfaces, so
+     * every interface of one md reports the md's counts, and the totals
+     * count each md once */
+    UCT_RC_TM_STAT_RCACHE_HIT,        /* registration found in the cache */
+    UCT_RC_TM_STAT_RCACHE_MISS,       /* ... that went to the device */
     UCT_RC_TM_STAT_LAST
 } uct_rc_tm_stat_t;
+
+#define UCT_RC_TM_STAT_MD_FIRST    UCT_RC_TM_STAT_RCACHE_HIT
 
 
 typedef struct uct_rc_tm_iface_config {

@@ -7,6 +7,10 @@
 
 #include <dev/tm_dev.h>
 #include <uct/base/uct_md.h>
+#include <ucs/datastruct/list.h>
+#include <ucs/datastruct/mpool.h>
+#include <ucs/memory/rcache.h>
+#include <ucs/type/spinlock.h>
 
 #define UCT_RC_TM_NAME           "rc_tm"
 #define UCT_RC_TM_CONFIG_PREFIX  "RC_TM_"
@@ -16,17 +20,58 @@
 extern uct_component_t uct_rc_tm_component;
 
 typedef struct uct_rc_tm_md_config {
-    uct_md_config_t     super;
-    unsigned            list_size;        /* device tag list entries */
-    unsigned            max_list_ops;     /* outstanding list operations */
-    unsigned            srq_depth;        /* untagged receive buffers */
-    size_t              soft_packet_size; /* soft device: eager packet size */
+    uct_md_config_t          super;
+    unsigned                 list_size;        /* device tag list entries */
+    unsigned                 max_list_ops;     /* outstanding list operations */
+    unsigned                 srq_depth;        /* untagged receive buffers */
+    size_t                   soft_packet_size; /* soft device: eager packet size */
+    ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
+    uct_md_rcache_config_t   rcache;           /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;
 
+/* Counters of a memory domain.  Interfaces report them as their own
+ * UCT_RC_TM_STAT_RCACHE_HIT / _MISS (rc_tm_iface.h), in this order. */
+typedef enum {
+    UCT_RC_TM_MD_STAT_RCACHE_HIT,     /* registration found in the cache */
+    UCT_RC_TM_MD_STAT_RCACHE_MISS,    /* ... that went to the device */
+    UCT_RC_TM_MD_STAT_LAST
+} uct_rc_tm_md_stat_t;
+
+/*
+ * A memory handle: the device's keys.  Keys name virtual addresses, so a
+ * handle found in the registration cache, whose region may start before the
+ * buffer and end after it (aligned, or merged with neighbours), reaches the
+ * buffer at any offset with the same keys; nothing else of the region is
+ * ever sent (rkeys carry the key alone, RDMA carries the buffer's address).
+ */
+typedef struct uct_rc_tm_mem {
+    uint32_t                 lkey;
+    uint32_t                 rkey;
+    tm_dev_mr_t              *mr;
+    unsigned                 flags;            /* UCT_RC_TM_MEM_FLAG_* */
+} uct_rc_tm_mem_t;
+
+enum {
+    /* Part of a registration cache region, given back with
+     * ucs_rcache_region_put(); otherwise from the md's memh pool */
+    UCT_RC_TM_MEM_FLAG_CACHED = UCS_BIT(0)
+};
+
 typedef struct uct_rc_tm_md {
-    uct_md_t            super;
-    tm_dev_t            *dev;
-    tm_dev_caps_t       caps;
+    uct_md_t                 super;
+    tm_dev_t                 *dev;
+    tm_dev_caps_t            caps;
+    ucs_rcache_t             *rcache;          /* NULL: every registration
+                                                  goes to the device */
+    uint64_t                 rcache_held;      /* cached handles given out
+                                                  and not yet deregistered */
+    ucs_linear_func_t        reg_cost;
+    ucs_mpool_t              memh_mp;          /* handles of direct
+                                                  registrations */
+    ucs_spinlock_t           memh_lock;        /* UCT allows mem_reg from
+                                                  any thread */
+    ucs_list_link_t          list;             /* all mds, for the totals */
+    uint64_t                 stats[UCT_RC_TM_MD_STAT_LAST];
 } uct_rc_tm_md_t;
 
 /* What our rkey buffer holds */
@@ -36,5 +81,20 @@ typedef struct uct_rc_tm_packed_rkey {
 } UCS_S_PACKED uct_rc_tm_packed_rkey_t;
 
 ucs_status_t uct_rc_tm_status_from_errno(int err);
+
+static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_memh_lkey(uct_mem_h memh)
+{
+    return ((const uct_rc_tm_mem_t*)memh)->lkey;
+}
+
+static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_memh_rkey(uct_mem_h memh)
+{
+    return ((const uct_rc_tm_mem_t*)memh)->rkey;
+}
+
+/* Counters (rc_tm_counters.c): an md's start at 0 and count in the
+ * process-wide totals until it closes */
+void uct_rc_tm_md_stats_open(uct_rc_tm_md_t *md);
+void uct_rc_tm_md_stats_close(uct_rc_tm_md_t *md);
 
 #endif

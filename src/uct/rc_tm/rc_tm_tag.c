@@ -225,7 +225,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     recv->ctx       = ctx;
     recv->buffer    = iov->buffer;
     recv->length    = uct_iov_get_length(iov);
-    recv->lkey      = ((tm_dev_mr_t*)iov->memh)->lkey;
+    recv->lkey      = uct_rc_tm_memh_lkey(iov->memh);
     recv->bounce    = NULL;
     recv->flags     = UCT_RC_TM_RECV_POSTED;
     recv->refs      = 1; /* the device entry or the software list */

@@ -7,9 +7,11 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 extern "C" unsigned uct_rc_tm_counters_total(uint64_t *counters,
@@ -21,7 +23,7 @@ enum { RX_EXP, RX_EAGER_UNEXP, RX_RNDV_EXP, RX_RNDV_UNEXP, RX_RNDV_INCOMPLETE,
        RX_RNDV_REQ_EXP, RX_RNDV_REQ_UNEXP, LIST_ADD, LIST_DEL, LIST_SYNC,
        LIST_DEL_RACE, LIST_FULL, TX_RNDV, POST_DEVICE, POST_SW,
     RX_SW_MATCH, SW_WON, PROMOTE, SW_FULL, LIST_BOUNCE,
-    RX_TRUNCATED, COUNTER_LAST };
+    RX_TRUNCATED, RCACHE_HIT, RCACHE_MISS, COUNTER_LAST };
 
 std::vector<uint64_t> counters()
 {
@@ -335,5 +337,42 @@ TEST_F(rc_tm_ucp, flood_of_unexpected_messages)
     }
     for (void *req : sreqs) {
         EXPECT_EQ(UCS_OK, wait(req));
+    }
+}
+
+/* UCP (1.13, tag offload) registers the buffer of every receive it gives
+ * the device, and of every rendezvous it sends: the same buffers again are
+ * found in rc_tm's registration cache, not registered with the device */
+TEST_F(rc_tm_ucp, repeated_offloaded_receives_of_one_buffer_hit_the_cache)
+{
+    activate_offload();
+    const int rounds = 20;
+    for (size_t size : {4096ul, 16384ul, 65536ul}) {
+        /* One buffer each side, refilled every round (a new vector each
+         * round may come at a new address: a miss that says nothing) */
+        std::vector<char> buf(size), data(size);
+        std::vector<uint64_t> before = counters();
+        for (int i = 0; i < rounds; ++i) {
+            std::vector<char> fill = pattern(size, (uint8_t)i);
+            std::copy(fill.begin(), fill.end(), data.begin());
+            void *rreq = recv(0x600 + i, buf);
+            void *sreq = send(0x600 + i, data);
+            ASSERT_EQ(UCS_OK, wait(rreq));
+            ASSERT_EQ(UCS_OK, wait(sreq));
+            ASSERT_EQ(data, buf) << size << " round " << i;
+        }
+        std::vector<uint64_t> after = counters();
+        uint64_t matched = (after[RX_EXP] - before[RX_EXP]) +
+                           (after[RX_RNDV_EXP] - before[RX_RNDV_EXP]);
+        uint64_t hit     = after[RCACHE_HIT] - before[RCACHE_HIT];
+        uint64_t miss    = after[RCACHE_MISS] - before[RCACHE_MISS];
+        RecordProperty("hits_" + std::to_string(size), std::to_string(hit));
+        RecordProperty("misses_" + std::to_string(size), std::to_string(miss));
+        EXPECT_EQ((uint64_t)rounds, matched) << size << ": not offloaded";
+        /* Every round's receive after the first one hits */
+        EXPECT_GE(hit, (uint64_t)rounds - 1) << size;
+        /* The first registration of the receive (and send) buffer, and any
+         * pool the transport grew: not one per round */
+        EXPECT_LE(miss, 4u) << size;
     }
 }
