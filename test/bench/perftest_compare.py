@@ -309,22 +309,21 @@ def print_table(args, tests, sizes, tls, cells, cpu_use):
     print("other processes used %.0f%% of the CPUs during the runs%s" %
           (100 * share, ": the figures, bandwidth most, are noisy"
            if share > 0.1 else ""))
-    width = max(16, max(len(tl) for tl in tls) + 2)
     failed = 0
     for test in tests:
         latency_test = test in LATENCY_TESTS
         print("\n%s: %s" % (test, "latency (usec), lower is better"
                             if latency_test else
                             "bandwidth (MiB/s), higher is better"))
-        print("%-9s" % "size" + "".join("%*s" % (width, tl) for tl in tls))
+        rows = []
         for size in sizes:
             ref = cells[(test, size, args.reference)]
             ref_value = median(ref, latency_test) if ref.figures else None
-            row = "%-9s" % size_name(size)
+            row = []
             for tl in tls:
                 cell = cells[(test, size, tl)]
                 if cell.failures or not cell.figures:
-                    row += "%*s" % (width, "failed")
+                    row.append("failed")
                     failed += 1
                     continue
                 value = median(cell, latency_test)
@@ -332,8 +331,14 @@ def print_table(args, tests, sizes, tls, cells, cpu_use):
                         "%.1f" % value if latency_test else "%.0f" % value)
                 if ref_value and tl != args.reference:
                     text += " (%.2fx)" % (value / ref_value)
-                row += "%*s" % (width, text)
-            print(row)
+                row.append(text)
+            rows.append((size_name(size), row))
+        # columns at least two spaces apart, however wide a figure is
+        width = max(16, max(len(text) + 2 for text in
+                            tls + [t for _, row in rows for t in row]))
+        print("%-9s" % "size" + "".join("%*s" % (width, tl) for tl in tls))
+        for name, row in rows:
+            print("%-9s" % name + "".join("%*s" % (width, t) for t in row))
     return failed
 
 
