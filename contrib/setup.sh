@@ -208,11 +208,12 @@ update_debsrc_entry() {
     fi
     log "apt: deb-src entry for bookworm main, from the deb entry: $debsrc_file"
     printf '%s\n' "$entry" | sed 's/^/[setup]   /'
+    # (called as a condition, so errexit is off in here: failures said)
     if [ -w "$(dirname "$debsrc_file")" ]; then
         printf '%s\n' "$entry" > "$debsrc_file"
     else
         printf '%s\n' "$entry" | as_root tee "$debsrc_file" >/dev/null
-    fi
+    fi || die "could not write $debsrc_file"
 }
 
 # autogen when its outputs are missing or older than their inputs
