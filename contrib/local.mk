@@ -64,3 +64,7 @@ installcheck-local: $(MPI_TEST_BINS)
 # ${libdir})
 AM_DISTCHECK_CONFIGURE_FLAGS = --with-ucx-src='$(UCX_SRC)' \
 	--with-module-dir='$${libdir}/ucx'
+
+# setup.sh's deb-src entry, derived from apt's sources (fake apt directories)
+TESTS      += test/setup_test.sh
+EXTRA_DIST += test/setup_test.sh

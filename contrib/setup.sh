@@ -4,8 +4,9 @@
 #
 #   contrib/setup.sh [build]    install deps, fetch UCX source, configure, build
 #   contrib/setup.sh demo       ... then show the module loaded into ucx_info
-#                               and benchmark rc_tm against posix and tcp
-#                               (table, and a plot in build/demo/)
+#                               and benchmark rc_tm against UCX's sm (the
+#                               reference), posix and tcp, and deep receive
+#                               queues (tables, and a plot in build/demo/)
 #   contrib/setup.sh check      ... then run the whole test suite (make check),
 #                               the Debian package built, installed and
 #                               checked, and the googletest programs once more
@@ -14,13 +15,14 @@
 #
 # Every step leaves a stamp under $RC_TM_DEPS (default .deps/ in the tree), so
 # a second run repeats no finished work.  The UCX source is fetched from
-# Debian's source package into .deps/ and never committed.
+# Debian's source package into .deps/ and never committed; the deb-src entry
+# that needs, when the machine has none, is made from the machine's own deb
+# entry for bookworm main (its mirror or proxy).
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=${RC_TM_DEPS:-$top/.deps}
 build=${RC_TM_BUILD:-$top/build}
-mkdir -p "$deps"
 
 log() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -67,17 +69,7 @@ fetch_ucx_source() {
         echo "$srcdir" > "$deps/ucx-src.path"
         return
     fi
-    local list=/etc/apt/sources.list.d/rc-tm-deb-src.sources
-    if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ &&
-       ! grep -qs '^deb-src' /etc/apt/sources.list; then
-        log "ucx source: adding a deb-src entry for bookworm main"
-        as_root tee "$list" >/dev/null <<SRC
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
+    if update_debsrc_entry; then
         as_root apt-get update -q
     fi
     log "ucx source: apt-get source ucx=$ver"
@@ -87,6 +79,141 @@ SRC
     [ -d "$srcdir/src/uct" ] || die "ucx source unpacked, but $srcdir/src/uct is missing"
     touch "$deps/ucx-src.$ver.stamp"
     echo "$srcdir" > "$deps/ucx-src.path"
+}
+
+# apt's sources: one-line entries (sources.list, sources.list.d/*.list) and
+# deb822 stanzas (sources.list.d/*.sources), under RC_TM_APT_DIR (default
+# /etc/apt; the tests point it at a directory of their own).
+apt_dir=${RC_TM_APT_DIR:-/etc/apt}
+debsrc_file=$apt_dir/sources.list.d/rc-tm-deb-src.sources
+
+# The files apt reads, in its order, except the deb-src entry setup.sh writes
+apt_source_files() {
+    local f
+    for f in "$apt_dir/sources.list" "$apt_dir"/sources.list.d/*; do
+        case $f in
+            "$debsrc_file") ;;
+            "$apt_dir/sources.list"|*.list|*.sources)
+                [ -f "$f" ] && printf '%s\n' "$f" ;;
+        esac
+    done
+    return 0
+}
+
+# Reads apt source files; each entry becomes one record per type, URI and
+# suite.  mode=have-src: succeeds when a deb-src entry serves bookworm main.
+# mode=entry: prints a deb822 deb-src stanza for bookworm main made from the
+# deb entry that serves it (its URI, its suites of bookworm at that URI,
+# its Signed-By and Trusted), or fails (status 3) when there is none.  A
+# third-party repository with a suite bookworm and a component main names
+# its own key: an entry with Debian's key, or none, goes first.
+# shellcheck disable=SC2016
+apt_sources_awk='
+function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+function add(type, uri, suite, comps, signed, trusted) {
+    sub(/\/+$/, "", uri); gsub(/[ \t]+/, " ", comps)
+    n++; T[n] = type; U[n] = uri; S[n] = suite; C[n] = " " comps " "
+    K[n] = signed; R[n] = trusted
+}
+function stanza(   nt, nu, ns, t, u, s, i, j, k) {
+    if (tolower(trim(f["enabled"])) != "no") {
+        nt = split(f["types"], t, /[ \t]+/)
+        nu = split(f["uris"], u, /[ \t]+/)
+        ns = split(f["suites"], s, /[ \t]+/)
+        for (i = 1; i <= nt; i++) for (j = 1; j <= nu; j++)
+            for (k = 1; k <= ns; k++)
+                if (t[i] != "" && u[j] != "" && s[k] != "")
+                    add(t[i], u[j], s[k], trim(f["components"]),
+                        f["signed-by"], trim(f["trusted"]))
+    }
+    split("", f); key = ""
+}
+function option(opts, name,   o, i, no) {
+    no = split(opts, o, /[ \t]+/)
+    for (i = 1; i <= no; i++)
+        if (tolower(substr(o[i], 1, length(name) + 1)) == name "=")
+            return substr(o[i], length(name) + 2)
+    return ""
+}
+FNR == 1 { if (deb822) stanza(); deb822 = (FILENAME ~ /\.sources$/) }
+deb822 && /^#/ { next }
+deb822 && /^[ \t]*$/ { stanza(); next }
+deb822 && /^[ \t]/ { if (key != "") f[key] = f[key] "\n" $0; next }
+deb822 {
+    key = tolower(trim(substr($0, 1, index($0, ":") - 1)))
+    f[key] = trim(substr($0, index($0, ":") + 1))
+    next
+}
+{
+    line = $0; sub(/#.*/, "", line); opts = ""
+    if (match(line, /\[[^]]*\]/)) {
+        opts = substr(line, RSTART + 1, RLENGTH - 2)
+        line = substr(line, 1, RSTART - 1) " " substr(line, RSTART + RLENGTH)
+    }
+    nw = split(trim(line), w, /[ \t]+/)
+    if (nw < 3 || (w[1] != "deb" && w[1] != "deb-src")) next
+    comps = ""
+    for (i = 4; i <= nw; i++) comps = comps " " w[i]
+    add(w[1], w[2], w[3], trim(comps), option(opts, "signed-by"),
+        option(opts, "trusted"))
+}
+END {
+    if (deb822) stanza()
+    for (i = 1; i <= n; i++)
+        if (S[i] == "bookworm" && C[i] ~ / main /) {
+            if (mode == "have-src" && T[i] == "deb-src") exit 0
+            if (mode == "entry" && T[i] == "deb") {
+                debian = (K[i] == "" || K[i] ~ /debian-archive-keyring/)
+                if (!d || (debian && !d_debian)) { d = i; d_debian = debian }
+            }
+        }
+    if (mode == "have-src") exit 1
+    if (!d) exit 3
+    for (i = 1; i <= n; i++)
+        if (T[i] == "deb" && U[i] == U[d] && C[i] ~ / main / &&
+            S[i] ~ /^bookworm(-|$)/ && index(" " suites " ", " " S[i] " ") == 0)
+            suites = suites (suites == "" ? "" : " ") S[i]
+    print "Types: deb-src"
+    print "URIs: " U[d]
+    print "Suites: " suites
+    print "Components: main"
+    if (K[d] != "") print "Signed-By: " K[d]
+    if (R[d] != "") print "Trusted: " R[d]
+}'
+
+# The deb-src stanza for bookworm main, from this machine's deb entry for it
+debsrc_entry() {
+    local files rc=0
+    mapfile -t files < <(apt_source_files)
+    [ ${#files[@]} -gt 0 ] || die "no apt sources in $apt_dir (sources.list, sources.list.d/*.list or *.sources)"
+    awk -v mode=entry "$apt_sources_awk" "${files[@]}" || rc=$?
+    [ $rc -eq 3 ] && die "no deb entry serves Debian bookworm main in $apt_dir/sources.list or $apt_dir/sources.list.d/ (*.list, *.sources): add your site's Debian mirror for bookworm main, and setup.sh derives the deb-src entry from it"
+    [ $rc -eq 0 ] || die "could not read apt's sources in $apt_dir (awk exited with $rc)"
+}
+
+# Makes sure apt has a deb-src entry for bookworm main: the machine's own if
+# it has one, else setup.sh's ($debsrc_file), derived from the deb entry, so
+# a site's mirror or proxy serves the source package too.  Succeeds when it
+# wrote the file (apt-get update needed), fails when nothing changed.
+update_debsrc_entry() {
+    local files entry
+    mapfile -t files < <(apt_source_files)
+    if [ ${#files[@]} -gt 0 ] &&
+       awk -v mode=have-src "$apt_sources_awk" "${files[@]}"; then
+        return 1
+    fi
+    entry=$(debsrc_entry) || exit 1
+    if [ -f "$debsrc_file" ] && [ "$(cat "$debsrc_file")" = "$entry" ]; then
+        return 1
+    fi
+    log "apt: deb-src entry for bookworm main, from the deb entry: $debsrc_file"
+    printf '%s\n' "$entry" | sed 's/^/[setup]   /'
+    # (called as a condition, so errexit is off in here: failures said)
+    if [ -w "$(dirname "$debsrc_file")" ]; then
+        printf '%s\n' "$entry" > "$debsrc_file"
+    else
+        printf '%s\n' "$entry" | as_root tee "$debsrc_file" >/dev/null
+    fi || die "could not write $debsrc_file"
 }
 
 # autogen when its outputs are missing or older than their inputs
@@ -131,8 +258,9 @@ run_demo() {
         /error handling/ { show = 0 }
         show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
     # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
-    log "benchmark: Debian's ucx_perftest over rc_tm, posix and tcp (1.5 minutes on an idle 2-core machine)"
+    log "benchmark: Debian's ucx_perftest over rc_tm, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix (2 minutes on an idle 2-core machine)"
     /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
+        --deep-queue "$build/test/bench/ucp_deep_queue" \
         --png "$out/perftest.png" | tee "$out/perftest.txt"
     log "table: $out/perftest.txt"
     log "plot:  $out/perftest.png"
@@ -205,12 +333,16 @@ run_sanitizer_check() {
     return $rc
 }
 
+# Sourced (by test/setup_test.sh): the functions only
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
 action=${1:-build}
 case $action in
     deps|build|demo|check) ;;
     *) die "unknown action '$action' (use: deps, build, demo or check)" ;;
 esac
 
+mkdir -p "$deps"
 install_packages
 fetch_ucx_source
 [ "$action" = deps ] && exit 0

@@ -5,12 +5,20 @@ Runs Debian's stock ucx_perftest (server and client, two processes on this
 host) for each test, message size and transport, interleaving transports
 within every repetition so they share the machine's noise, and prints the
 median of each figure with its ratio to the reference transport measured in
-the same run.  Optionally writes a latency/bandwidth plot (PNG).
+the same run: sm by default, what UCX picks on one host when no transport is
+named (posix shared memory with cma single-copy rendezvous).  Optionally
+writes a latency/bandwidth plot (PNG).
+
+With --deep-queue (the build's test/bench/ucp_deep_queue) it then measures
+deep posted receive queues through UCP (rc_tm, sm and posix by default, 1k,
+16k and 64k receives): a second table, with each transport's ratio to every
+one listed after it, and a panel of its own in the plot.
 
 Every cell must succeed: a failed or timed-out run is reported with its
 output, its cell prints "failed", and the exit status is 1.
 
     perftest_compare.py --module build/src/uct/rc_tm/.libs/libuct_rc_tm.so \\
+                        --deep-queue build/test/bench/ucp_deep_queue \\
                         --png perftest.png
 """
 
@@ -21,14 +29,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 # UCX_TLS for each transport: only that transport may carry the traffic.
 # rc_tm_base is rc_tm loaded from --baseline-module (another build of the
-# module, e.g. the previous release), measured in the same run.
+# module, e.g. the previous release), measured in the same run.  sm is UCX
+# 1.13's alias for its shared-memory transports (posix, sysv, xpmem, knem,
+# cma: those this host has), UCX's choice between two processes of one host;
+# posix alone copies rendezvous data through its FIFO too.
 TRANSPORTS = {
     "rc_tm":      "rc_tm",
     "rc_tm_base": "rc_tm",
+    "sm":         "sm",
     "posix":      "posix",
     "tcp":        "tcp",
 }
@@ -59,6 +72,12 @@ def short_size_name(size):
     """8, 4K, 4M: axis labels"""
     return size_name(size).replace(" B", "").replace(" KiB", "K").replace(
         " MiB", "M")
+
+
+def count_name(count):
+    """1k, 16k, 64k: numbers of posted receives"""
+    return "%dk" % (count // 1024) if count >= 1024 and count % 1024 == 0 \
+        else "%d" % count
 
 
 def ratio_label(value, _pos=None):
@@ -275,35 +294,36 @@ class CpuUse:
         now = self.sample()
         wall = now[0] - self.start[0]
         others = (now[1] - self.start[1]) - (now[2] - self.start[2])
-        return max(0.0, others / (wall * (os.cpu_count() or 1))) \
+        return min(1.0, max(0.0, others / (wall * (os.cpu_count() or 1)))) \
             if wall > 0 else 0.0
 
 
 def print_table(args, tests, sizes, tls, cells, cpu_use):
-    print("ucx_perftest %s, server and client on this host (%d CPUs), "
-          "UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio to %s "
-          "measured in the same run" %
-          (ucx_version(args), os.cpu_count(), args.repeat, args.reference))
+    if tests:
+        print("ucx_perftest %s, server and client on this host (%d CPUs), "
+              "UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio to %s "
+              "measured in the same run" %
+              (ucx_version(args), os.cpu_count(), args.repeat,
+               args.reference))
     share = cpu_use.others_share()
     print("other processes used %.0f%% of the CPUs during the runs%s" %
           (100 * share, ": the figures, bandwidth most, are noisy"
            if share > 0.1 else ""))
-    width = max(16, max(len(tl) for tl in tls) + 2)
     failed = 0
     for test in tests:
         latency_test = test in LATENCY_TESTS
         print("\n%s: %s" % (test, "latency (usec), lower is better"
                             if latency_test else
                             "bandwidth (MiB/s), higher is better"))
-        print("%-9s" % "size" + "".join("%*s" % (width, tl) for tl in tls))
+        rows = []
         for size in sizes:
             ref = cells[(test, size, args.reference)]
             ref_value = median(ref, latency_test) if ref.figures else None
-            row = "%-9s" % size_name(size)
+            row = []
             for tl in tls:
                 cell = cells[(test, size, tl)]
                 if cell.failures or not cell.figures:
-                    row += "%*s" % (width, "failed")
+                    row.append("failed")
                     failed += 1
                     continue
                 value = median(cell, latency_test)
@@ -311,9 +331,114 @@ def print_table(args, tests, sizes, tls, cells, cpu_use):
                         "%.1f" % value if latency_test else "%.0f" % value)
                 if ref_value and tl != args.reference:
                     text += " (%.2fx)" % (value / ref_value)
-                row += "%*s" % (width, text)
-            print(row)
+                row.append(text)
+            rows.append((size_name(size), row))
+        # columns at least two spaces apart, however wide a figure is
+        width = max(16, max(len(text) + 2 for text in
+                            tls + [t for _, row in rows for t in row]))
+        print("%-9s" % "size" + "".join("%*s" % (width, tl) for tl in tls))
+        for name, row in rows:
+            print("%-9s" % name + "".join("%*s" % (width, t) for t in row))
     return failed
+
+
+class DeepQueue:
+    """ucp_deep_queue's run: N receives posted, N messages sent in reverse
+    tag order, ns per message; the transports interleaved in every
+    repetition, within one pair of processes that keeps its UCP contexts."""
+
+    def __init__(self, args):
+        self.depths = [parse_size(d) for d in args.deep_depths.split(",")]
+        self.tls = args.deep_transports.split(",")
+        self.repeat = args.deep_repeat
+        self.size = args.deep_size
+        self.figures = {}   # (depth, tl): [ns per message]
+        self.failure = None
+        self.command = [args.deep_queue, "-R",
+                        "-n", ",".join(str(d) for d in self.depths),
+                        "-t", ",".join(TRANSPORTS[tl] for tl in self.tls),
+                        "-s", str(self.size), "-r", str(self.repeat)]
+        self.timeout = args.deep_timeout
+        self.reference = (args.reference if args.reference in self.tls
+                          else self.tls[-1])
+
+    def steps(self):
+        return len(self.depths) * len(self.tls) * self.repeat
+
+    def run(self, progress):
+        """Runs the program, a progress step per measurement (its stderr
+        lines); on failure, says why in self.failure."""
+        progress.note("deep queues: %s" % " ".join(self.command))
+        other = []
+        try:
+            proc = subprocess.Popen(self.command, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            self.failure = "%s: %s" % (self.command[0], err)
+            return
+        # stdout holds a few kB, written at the end: reading stderr first
+        # cannot block the program
+        timer = threading.Timer(self.timeout, proc.kill)
+        timer.start()
+        try:
+            for line in proc.stderr:
+                if line.startswith("rep "):
+                    progress.step("deep queue " + line.strip())
+                elif line.strip():
+                    other.append(line)
+            out = proc.stdout.read()
+            proc.wait()
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+        if proc.returncode != 0:
+            self.failure = ("timed out after %g s" % self.timeout
+                            if timed_out and proc.returncode < 0 else
+                            describe_failure("%s exited with status %d" %
+                                             (self.command[0],
+                                              proc.returncode),
+                                             "".join(other)))
+            return
+        names = {TRANSPORTS[tl]: tl for tl in self.tls}
+        for line in out.splitlines():
+            fields = line.split(",")
+            if len(fields) == 4 and fields[1] in names:
+                self.figures.setdefault((int(fields[0]), names[fields[1]]),
+                                        []).append(float(fields[3]))
+        for depth in self.depths:
+            for tl in self.tls:
+                if len(self.figures.get((depth, tl), ())) != self.repeat:
+                    self.failure = "no figures for %s at %s receives:\n    %s" \
+                        % (tl, count_name(depth), out.strip() or "(no output)")
+                    return
+
+    def median(self, depth, tl):
+        return statistics.median(self.figures[(depth, tl)])
+
+    def print_table(self):
+        """Medians, then each transport's ratio to every one after it."""
+        print("\ndeep receive queues (ucp_deep_queue): N receives posted, N "
+              "%s messages sent\nin reverse tag order; ns per message, lower "
+              "is better; median of %d runs" %
+              (size_name(self.size), self.repeat))
+        if self.failure:
+            print("failed: %s" % self.failure)
+            return 1
+        pairs = [(a, b) for i, a in enumerate(self.tls)
+                 for b in self.tls[i + 1:]]
+        names = self.tls + ["%s/%s" % pair for pair in pairs]
+        width = max(10, max(len(name) for name in names) + 2)
+        print("%-9s" % "receives" + "".join("%*s" % (width, name)
+                                             for name in names))
+        for depth in self.depths:
+            row = "%-9s" % count_name(depth)
+            row += "".join("%*.0f" % (width, self.median(depth, tl))
+                           for tl in self.tls)
+            row += "".join("%*s" % (width, "%.2fx" % (
+                self.median(depth, a) / self.median(depth, b)))
+                for a, b in pairs)
+            print(row)
+        return 0
 
 
 def ucx_version(args):
@@ -340,8 +465,8 @@ def main():
     parser.add_argument("--tests", default="tag_lat,tag_bw,tag_sync_lat")
     parser.add_argument("--sizes",
                         default="8,64,512,4k,16k,64k,256k,1m,4m")
-    parser.add_argument("--transports", default="rc_tm,posix,tcp")
-    parser.add_argument("--reference", default="posix",
+    parser.add_argument("--transports", default="rc_tm,sm,posix,tcp")
+    parser.add_argument("--reference", default="sm",
                         help="ratios are against this transport")
     parser.add_argument("--repeat", type=int, default=5,
                         help="repetitions; medians are reported")
@@ -350,9 +475,22 @@ def main():
     parser.add_argument("--timeout", type=float, default=30,
                         help="seconds one server/client pair may take")
     parser.add_argument("--png", help="write a latency/bandwidth plot here")
+    parser.add_argument("--deep-queue", metavar="PROGRAM",
+                        help="the build's test/bench/ucp_deep_queue (it "
+                             "links its own build's module): adds deep "
+                             "receive queues")
+    parser.add_argument("--deep-depths", default="1k,16k,64k",
+                        help="numbers of posted receives")
+    parser.add_argument("--deep-transports", default="rc_tm,sm,posix")
+    parser.add_argument("--deep-repeat", type=int, default=9,
+                        help="deep queue repetitions; medians are reported")
+    parser.add_argument("--deep-size", type=int, default=1024,
+                        help="deep queue message size")
+    parser.add_argument("--deep-timeout", type=float, default=600,
+                        help="seconds the deep queue run may take")
     args = parser.parse_args()
 
-    tests = args.tests.split(",")
+    tests = [test for test in args.tests.split(",") if test]
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     tls = args.transports.split(",")
     for tl in tls:
@@ -367,6 +505,17 @@ def main():
     if ("rc_tm_base" in tls) and not (args.baseline_module and
                                       os.path.isfile(args.baseline_module)):
         parser.error("transport rc_tm_base needs --baseline-module")
+    deep = None
+    if args.deep_queue:
+        for tl in args.deep_transports.split(","):
+            if tl not in TRANSPORTS or tl == "rc_tm_base":
+                parser.error("unknown deep queue transport %s" % tl)
+        if not os.access(args.deep_queue, os.X_OK):
+            parser.error("%s not found (build it: make test/bench/"
+                         "ucp_deep_queue)" % args.deep_queue)
+        if args.deep_repeat < 1:
+            parser.error("--deep-repeat must be at least 1")
+        deep = DeepQueue(args)
 
     sys.stderr.write("each run: UCX_TLS=<transport> LD_PRELOAD=%s\n"
                      "  server: %s -t <test> -s <size> -n <n> -w <n/10> "
@@ -375,7 +524,8 @@ def main():
                       args.perftest))
     cells = {(test, size, tl): Cell(test, size)
              for test in tests for size in sizes for tl in tls}
-    progress = Progress(len(cells) * args.repeat)
+    progress = Progress(len(cells) * args.repeat +
+                        (deep.steps() if deep else 0))
     cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
@@ -406,36 +556,71 @@ def main():
                     cell.figures.append(figure[:2])
                     slowdown = max(1.0, min(1000.0,
                                             cell.measured(figure[2])))
+    if deep:
+        deep.run(progress)
+        if deep.failure:
+            progress.note("FAILED: deep queues: %s" % deep.failure)
     progress.finish()
 
     failed = print_table(args, tests, sizes, tls, cells, cpu_use)
+    deep_failed = deep.print_table() if deep else 0
     if args.png:
-        plot(args, tests, sizes, tls, cells)
+        plot(args, tests, sizes, tls, cells, deep)
         print("\nplot: %s" % os.path.abspath(args.png))
     if failed:
         print("\n%d of %d cells failed" % (failed, len(cells)))
-    return 1 if failed else 0
+    if deep_failed:
+        print("\nthe deep queue run failed")
+    return 1 if failed or deep_failed else 0
 
 
-def plot(args, tests, sizes, tls, cells):
+PLOT_STYLES = {"rc_tm": ("tab:red", "o", "-"),
+               "rc_tm_base": ("tab:orange", "v", ":"),
+               "sm": ("tab:green", "D", "-"),
+               "posix": ("tab:blue", "s", "--"),
+               "tcp": ("tab:gray", "^", ":")}
+
+
+def plot_line(top, bottom, tl, xs, ys, ratios):
+    color, marker, line = PLOT_STYLES.get(tl, (None, "x", "-"))
+    for ax, values in ((top, ys), (bottom, ratios)):
+        ax.plot(xs, values, color=color, marker=marker, linestyle=line,
+                linewidth=2, label=tl)
+
+
+def style_axes(top, bottom, xs, xnames, reference):
+    from matplotlib.ticker import FuncFormatter
+    top.set_yscale("log")
+    top.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    bottom.set_yscale("log", base=2)
+    bottom.yaxis.set_major_formatter(FuncFormatter(ratio_label))
+    bottom.axhline(1.0, color="black", linewidth=0.8)
+    bottom.set_ylabel("ratio to %s" % reference)
+    bottom.set_xscale("log", base=2)
+    bottom.set_xticks(xs)
+    bottom.set_xticklabels(xnames)
+    bottom.minorticks_off()
+    for ax in (top, bottom):
+        ax.grid(True, which="major", alpha=0.35)
+
+
+def plot(args, tests, sizes, tls, cells, deep=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
 
+    deep_shown = deep is not None and not deep.failure
+    columns = len(tests) + (1 if deep_shown else 0)
+    if not columns:
+        return
     plt.rcParams.update({"font.size": 11})
-    fig, axes = plt.subplots(2, len(tests), figsize=(5.2 * len(tests), 7.6),
-                             sharex=True, squeeze=False,
+    fig, axes = plt.subplots(2, columns, figsize=(5.2 * columns, 7.8),
+                             sharex="col", squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2]})
-    styles = {"rc_tm": ("tab:red", "o", "-"),
-              "rc_tm_base": ("tab:orange", "v", ":"),
-              "posix": ("tab:blue", "s", "--"),
-              "tcp": ("tab:gray", "^", ":")}
     for col, test in enumerate(tests):
         latency_test = test in LATENCY_TESTS
         top, bottom = axes[0][col], axes[1][col]
         for tl in tls:
-            color, marker, line = styles.get(tl, (None, "x", "-"))
             xs, ys, ratios = [], [], []
             for size in sizes:
                 cell = cells[(test, size, tl)]
@@ -446,32 +631,44 @@ def plot(args, tests, sizes, tls, cells):
                 ys.append(median(cell, latency_test))
                 ratios.append(ys[-1] / median(ref, latency_test)
                               if ref.figures else float("nan"))
-            top.plot(xs, ys, color=color, marker=marker, linestyle=line,
-                     linewidth=2, label=tl)
-            bottom.plot(xs, ratios, color=color, marker=marker,
-                        linestyle=line, linewidth=2, label=tl)
-        top.set_yscale("log")
-        top.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+            plot_line(top, bottom, tl, xs, ys, ratios)
+        style_axes(top, bottom, sizes, [short_size_name(s) for s in sizes],
+                   args.reference)
         top.set_title("%s: %s" % (test, "latency, lower is better"
                                   if latency_test else
                                   "bandwidth, higher is better"))
         top.set_ylabel("latency (usec)" if latency_test else
                        "bandwidth (MiB/s)")
-        bottom.set_yscale("log", base=2)
-        bottom.yaxis.set_major_formatter(FuncFormatter(ratio_label))
-        bottom.axhline(1.0, color="black", linewidth=0.8)
-        bottom.set_ylabel("ratio to %s" % args.reference)
         bottom.set_xlabel("message size")
-        bottom.set_xscale("log", base=2)
-        bottom.set_xticks(sizes)
-        bottom.set_xticklabels([short_size_name(s) for s in sizes])
-        bottom.minorticks_off()
-        for ax in (top, bottom):
-            ax.grid(True, which="major", alpha=0.35)
         top.legend(loc="upper left" if latency_test else "lower right")
-    fig.suptitle("ucx_perftest %s, server and client on one host: rc_tm "
-                 "(software TM-SRQ) vs UCX posix and tcp; medians of %d runs"
-                 % (ucx_version(args), args.repeat))
+    if deep_shown:
+        top, bottom = axes[0][-1], axes[1][-1]
+        for tl in deep.tls:
+            ys = [deep.median(d, tl) for d in deep.depths]
+            plot_line(top, bottom, tl, deep.depths, ys,
+                      [y / deep.median(d, deep.reference)
+                       for y, d in zip(ys, deep.depths)])
+        style_axes(top, bottom, deep.depths,
+                   [count_name(d) for d in deep.depths], deep.reference)
+        # 1-2-5 steps: the figures may span less than a decade
+        values = [deep.median(d, tl) for d in deep.depths for tl in deep.tls]
+        top.set_yticks([m * 10 ** e for e in range(1, 7) for m in (1, 2, 5)
+                        if min(values) / 2 <= m * 10 ** e <= max(values) * 2])
+        top.minorticks_off()
+        top.set_title("deep receive queue, %s messages:\n"
+                      "ns per message, lower is better" %
+                      size_name(deep.size))
+        top.set_ylabel("ns per message")
+        bottom.set_xlabel("receives posted")
+        top.legend(loc="upper left")
+    title = ("ucx_perftest %s, server and client on one host: rc_tm "
+             "(software TM-SRQ) vs UCX %s; medians of %d runs" %
+             (ucx_version(args),
+              transport_list([t for t in tls if t != "rc_tm"]), args.repeat))
+    if deep_shown:
+        title += "\ndeep receive queues: ucp_deep_queue, medians of %d runs" \
+            % deep.repeat
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(args.png, dpi=90)
     try:
@@ -482,6 +679,12 @@ def plot(args, tests, sizes, tls, cells):
         small.save(args.png, optimize=True)
     except ImportError:
         pass
+
+
+def transport_list(names):
+    """'sm, posix and tcp'"""
+    return (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1
+            else "".join(names))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,16 @@
  * every message matches the receive posted last among those left.  Time per
  * message (from the sender's start to the last receive's completion) over
  * rc_tm (matching in the device and rc_tm's software list) against UCX's
- * posix transport (UCP's own software matching), in the same run,
+ * shared-memory transports (UCP's own software matching): any UCX_TLS
+ * setting, e.g. sm (UCX's default on one host) or posix, in the same run,
  * transports interleaved within each repetition.
  *
  *   ucp_deep_queue [-n 1024,16384,65536] [-s size] [-r reps] [-t rc_tm,posix]
+ *                  [-R]
+ *
+ * It prints a table of medians with each transport's ratio to the last one;
+ * -R prints every measurement instead, one line each:
+ * "N,transport,repetition,ns per message" (perftest_compare.py reads them).
  *
  * Two processes, forked once before UCX is touched.  Each opens one UCP
  * context per transport (UCX_TLS set to it) and keeps it for the whole run,
@@ -267,6 +273,21 @@ static size_t split(char *list, char **items, size_t max)
     return count;
 }
 
+static void print_raw(double *t, char **ns, size_t nn, char **tls,
+                      size_t ntl, size_t reps)
+{
+    size_t i, j, r;
+
+    for (i = 0; i < nn; ++i) {
+        for (j = 0; j < ntl; ++j) {
+            for (r = 0; r < reps; ++r) {
+                printf("%s,%s,%zu,%.1f\n", ns[i], tls[j], r + 1,
+                       t[(i * ntl + j) * reps + r] * 1e9);
+            }
+        }
+    }
+}
+
 static void print_table(double *t, char **ns, size_t nn, char **tls,
                         size_t ntl, size_t reps, size_t size)
 {
@@ -310,21 +331,22 @@ int main(int argc, char **argv)
     command_t quit = { .tl = -1, .n = 0 };
     char *ns[MAX_NS], *tls[MAX_TLS];
     peer_t peers[MAX_TLS];
-    int fds[2], c, status;
+    int fds[2], c, status, raw = 0, tty = isatty(2);
     void **reqs;
     char *bufs;
     double *t;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:s:r:t:")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:r:t:R")) != -1) {
         switch (c) {
         case 'n': snprintf(ns_arg, sizeof(ns_arg), "%s", optarg); break;
         case 's': size = strtoul(optarg, NULL, 0); break;
         case 'r': reps = strtoul(optarg, NULL, 0); break;
         case 't': snprintf(tls_arg, sizeof(tls_arg), "%s", optarg); break;
+        case 'R': raw = 1; break;
         default:
             fprintf(stderr, "usage: %s [-n list] [-s size] [-r reps] "
-                    "[-t tls,...]\n", argv[0]);
+                    "[-t tls,...] [-R]\n", argv[0]);
             return 2;
         }
     }
@@ -382,15 +404,19 @@ int main(int argc, char **argv)
     for (r = 0; r < reps; ++r) {
         for (i = 0; i < nn; ++i) {
             for (j = 0; j < ntl; ++j) {
-                fprintf(stderr, "\rrep %zu/%zu  N=%-6s %-6s", r + 1, reps,
-                        ns[i], tls[j]);
+                /* one updating line on a terminal, a line each otherwise */
+                fprintf(stderr, "%srep %zu/%zu  N=%-6s %-6s%s",
+                        tty ? "\r" : "", r + 1, reps, ns[i], tls[j],
+                        tty ? "" : "\n");
                 t[(i * ntl + j) * reps + r] =
                         receive_round(&peers[j], j, fds[0], bufs, reqs,
                                       strtoul(ns[i], NULL, 0), size);
             }
         }
     }
-    fprintf(stderr, "\n");
+    if (tty) {
+        fprintf(stderr, "\n");
+    }
 
     xwrite(fds[0], &quit, sizeof(quit));
     for (j = 0; j < ntl; ++j) {
@@ -402,7 +428,11 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    print_table(t, ns, nn, tls, ntl, reps, size);
+    if (raw) {
+        print_raw(t, ns, nn, tls, ntl, reps);
+    } else {
+        print_table(t, ns, nn, tls, ntl, reps, size);
+    }
     free(t);
     free(reqs);
     free(bufs);
