@@ -22,7 +22,10 @@ test_gtest_explore_test_explore_SOURCES = \
 	test/gtest/explore/test_regressions.cc \
 	test/gtest/explore/explore_state.h \
 	test/gtest/explore/explorer.h \
+	test/gtest/explore/explorer_int.h \
 	test/gtest/explore/explorer.cc \
+	test/gtest/explore/explorer_ucp.cc \
+	test/gtest/explore/explorer_checks.cc \
 	test/gtest/explore/test_explore.cc
 test_gtest_explore_test_explore_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_gtest_explore_test_explore_LDADD = \
