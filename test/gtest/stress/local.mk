@@ -12,6 +12,9 @@ TESTS          += test/gtest/stress/test_stress
 test_gtest_stress_test_stress_SOURCES = \
 	test/gtest/stress/mpi_model.h \
 	test/gtest/stress/ucp_stress.h \
+	test/gtest/stress/stress_int.h \
+	test/gtest/stress/stress_script.cc \
+	test/gtest/stress/stress_recv.cc \
 	test/gtest/stress/ucp_stress.cc \
 	test/gtest/stress/test_stress.cc
 test_gtest_stress_test_stress_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
