@@ -116,6 +116,7 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
     long ret;
 
     seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
+    atomic_store_explicit(&ctx->engine_sleep_seq, seq, memory_order_relaxed);
     atomic_store_explicit(&db->sleep, state, memory_order_seq_cst);
     /* the last look, after the announcement (see sn_db_ring) */
     if ((sn_engine_round(ctx, &still_waiting) != 0) ||
@@ -241,7 +242,11 @@ int softnic_test_engine_stats(struct ibv_context *context,
     if (!ctx->threaded) {
         return 0;
     }
+    /* asleep: announced, and not rung since (a wake may be on its way) */
     state                 = atomic_load(&ctx->seg->db.sleep);
+    if (atomic_load(&ctx->seg->db.seq) != atomic_load(&ctx->engine_sleep_seq)) {
+        state = SN_DB_AWAKE;
+    }
     stats->sleeping       = (state == SN_DB_TIMED) ? 1 :
                             (state == SN_DB_IDLE) ? 2 : 0;
     stats->sleeps         = atomic_load(&ctx->engine_sleeps);

@@ -208,6 +208,7 @@ struct sn_context {
     _Atomic bool       engine_stop;
     _Atomic uint64_t   engine_sleeps, engine_timer_wakes, engine_db_wakes;
     _Atomic uint64_t   engine_passes;
+    _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
 };
 
 /* What the provider does with a TM completion when it is polled (as
