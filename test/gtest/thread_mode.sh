@@ -6,6 +6,10 @@
 # themselves (test_soft_engine.cc); the explorer's steps are the device's
 # (SOFTNIC_MODE_MANUAL): they stay inline.
 : "${RC_TM_BUILDDIR:?RC_TM_BUILDDIR must name the build tree}"
+if [ "${UCX_RC_TM_SOFT_PROGRESS:-}" = thread ]; then
+    echo "the suites ran in thread mode already (the ThreadSanitizer build)"
+    exit 77
+fi
 UCX_RC_TM_SOFT_PROGRESS=thread
 export UCX_RC_TM_SOFT_PROGRESS
 rc=0
