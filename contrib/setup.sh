@@ -300,6 +300,7 @@ run_check() {
     echo "tests: ${pass:-0} passed, ${fail:-0} failed"
     print_stress_figures "$build"
     run_sanitizer_check || rc=$?
+    run_tsan_check || rc=$?
     return $rc
 }
 
@@ -309,28 +310,42 @@ print_stress_figures() {
         "$1/test/gtest/stress/test_stress.log" 2>/dev/null || true
 }
 
-# The googletest programs once more, built with AddressSanitizer and
-# UndefinedBehaviorSanitizer in a build directory of their own
-# (RC_TM_BUILD_ASAN, default build-asan/): any report fails the run.
-run_sanitizer_check() {
-    local asan=${RC_TM_BUILD_ASAN:-$top/build-asan} srcdir rc=0
+# The googletest programs once more, in a build directory of their own
+# configured with $2 ($3 names it in the log): any report fails the run
+run_gtest_build_check() {
+    local dir=$1 flag=$2 what=$3 srcdir rc=0
     srcdir=$(cat "$deps/ucx-src.path")
-    mkdir -p "$asan"
-    if [ ! -f "$asan/config.status" ] || [ "$top/configure" -nt "$asan/config.status" ]; then
-        log "configure with sanitizers (build dir $asan)"
-        (cd "$asan" && "$top/configure" --with-ucx-src="$srcdir" \
-             --enable-sanitizers ${RC_TM_CONFIGURE_FLAGS:-})
+    mkdir -p "$dir"
+    if [ ! -f "$dir/config.status" ] || [ "$top/configure" -nt "$dir/config.status" ]; then
+        log "configure with $what (build dir $dir)"
+        (cd "$dir" && "$top/configure" --with-ucx-src="$srcdir" \
+             "$flag" ${RC_TM_CONFIGURE_FLAGS:-})
     fi
-    log "make check-gtest in $asan (AddressSanitizer, UndefinedBehaviorSanitizer)"
-    rm -f "$asan/test-suite.log"
-    make -C "$asan" -j"$(nproc)" >/dev/null &&
-        make -C "$asan" -j"$(nproc)" check-gtest || rc=$?
+    log "make check-gtest in $dir ($what)"
+    rm -f "$dir/test-suite.log"
+    make -C "$dir" -j"$(nproc)" >/dev/null &&
+        make -C "$dir" -j"$(nproc)" check-gtest || rc=$?
     local pass fail
-    pass=$(sed -n 's/^# PASS: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
-    fail=$(sed -n 's/^# FAIL: *//p' "$asan/test-suite.log" 2>/dev/null | head -1)
-    echo "tests under sanitizers: ${pass:-0} passed, ${fail:-0} failed"
-    print_stress_figures "$asan"
+    pass=$(sed -n 's/^# PASS: *//p' "$dir/test-suite.log" 2>/dev/null | head -1)
+    fail=$(sed -n 's/^# FAIL: *//p' "$dir/test-suite.log" 2>/dev/null | head -1)
+    echo "tests under $what: ${pass:-0} passed, ${fail:-0} failed"
+    print_stress_figures "$dir"
     return $rc
+}
+
+# AddressSanitizer and UndefinedBehaviorSanitizer (RC_TM_BUILD_ASAN,
+# default build-asan/)
+run_sanitizer_check() {
+    run_gtest_build_check "${RC_TM_BUILD_ASAN:-$top/build-asan}" \
+        --enable-sanitizers "AddressSanitizer, UndefinedBehaviorSanitizer"
+}
+
+# ThreadSanitizer (RC_TM_BUILD_TSAN, default build-tsan/), with the
+# software NIC on its engine thread (Makefile.am sets
+# UCX_RC_TM_SOFT_PROGRESS=thread in that build)
+run_tsan_check() {
+    run_gtest_build_check "${RC_TM_BUILD_TSAN:-$top/build-tsan}" \
+        --enable-sanitizers=thread "ThreadSanitizer, engine threads"
 }
 
 # Sourced (by test/setup_test.sh): the functions only

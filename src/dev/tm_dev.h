@@ -52,8 +52,8 @@ typedef struct tm_dev_info {
 
 /*
  * Settings asked of a device when it is opened; zero means "default".
- * Each is clamped to what the NIC reports.  eager_packet_size and
- * max_msg_size apply to the software NIC only (a NIC's packet is its MTU,
+ * Each is clamped to what the NIC reports.  eager_packet_size,
+ * max_msg_size and soft_progress apply to the software NIC only (a NIC's packet is its MTU,
  * its largest message its port's).
  */
 /* Fewest untagged SRQ buffers tag matching works with: rdma-core's tests
@@ -69,7 +69,15 @@ typedef struct tm_dev_attr {
     uint32_t            eager_packet_size;  /* longer matched eager: MATCH, then DATA_VALID */
     uint32_t            max_msg_size;       /* largest SEND */
     uint32_t            max_send_wr;        /* per connection */
+    uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
 } tm_dev_attr_t;
+
+/* tm_dev_attr_t::soft_progress: where the software NIC does its work (a
+ * NIC has its own engine) */
+enum {
+    TM_DEV_SOFT_PROGRESS_INLINE,    /* in the polls of its CQs (default) */
+    TM_DEV_SOFT_PROGRESS_THREAD     /* on its engine thread, as a NIC */
+};
 
 
 /* What an opened device can do (ibv_query_device_ex's tm_caps and limits) */

@@ -2,8 +2,10 @@
  * The software NIC: an RC NIC with tag-matching offload (TM-SRQ), in
  * software, for the processes of one host.  Messages travel over rings in
  * shared memory; RDMA reads and writes are single copies between processes
- * (process_vm_readv/writev); the receive side (tag matching, placement,
- * rendezvous reads) runs when its CQ is polled.
+ * (process_vm_readv/writev).  The device's work (tag matching, placement,
+ * rendezvous reads, send completions) runs when its CQ is polled
+ * (SOFTNIC_PROGRESS_INLINE, the default), or on the device's own engine
+ * thread, as on a NIC (SOFTNIC_PROGRESS_THREAD, softnic_dv_set_attr).
  *
  * It is reached through rdma-core's own objects and API, as a NIC is:
  *  - the verbs that <infiniband/verbs.h> implements as inlines
@@ -95,8 +97,18 @@ void softnic_ack_async_event(struct ibv_async_event *event);
 /* 1 when context is a software NIC's */
 int softnic_dv_is_softnic(struct ibv_context *context);
 
+/* Where the device's work runs (softnic_dv_attr::progress) */
+enum softnic_progress {
+    SOFTNIC_PROGRESS_KEEP   = 0,  /* softnic_dv_set_attr: unchanged */
+    SOFTNIC_PROGRESS_INLINE = 1,  /* inside the polls of its CQs (default) */
+    SOFTNIC_PROGRESS_THREAD = 2   /* on its own engine thread, which sleeps
+                                     on a doorbell when there is nothing to
+                                     do: completions appear without a poll */
+};
+
 /* Settings of a device; 0 in softnic_dv_set_attr keeps the current value.
- * They apply to QPs and SRQs created afterwards. */
+ * They apply to QPs and SRQs created afterwards; progress can change only
+ * while the device has no CQ (EBUSY otherwise). */
 struct softnic_dv_attr {
     uint32_t packet_size;        /* a matched eager message longer than this
                                     completes as MATCH, then DATA_VALID
@@ -105,6 +117,7 @@ struct softnic_dv_attr {
                                     RDMA reads and writes go up to 2 GiB */
     uint32_t max_rndv_hdr_size;  /* tm_caps.max_rndv_hdr_size; default 64,
                                     as mlx5 */
+    uint32_t progress;           /* enum softnic_progress */
 };
 
 int softnic_dv_query(struct ibv_context *context,

@@ -141,8 +141,10 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp
     req.proc       = ctx->proc;
     req.host_id    = ctx->host_id;
     req.dev_seq    = ctx->dev_seq;
+    sn_ctx_lock(ctx);
     ret = sn_qp_out_to_new_ring(ctx, qp, &proc, peer.dev_seq, &req.in_qpn);
     if (ret != 0) {
+        sn_ctx_unlock(ctx);
         return ret;
     }
     ret = sn_qp_out_to_new_ring(ctx, rx_qp, &proc, peer.dev_seq,
@@ -156,12 +158,15 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp
     }
     qp->ibv.state    = IBV_QPS_RTS;
     rx_qp->ibv.state = IBV_QPS_RTS;
+    sn_ctx_unlock(ctx);
+    sn_db_ring(qp->peer->seg);  /* the remote engine accepts it */
     return 0;
 
 err_undo_rx_qp:
     sn_qp_out_undo(ctx, rx_qp);
 err_undo_qp:
     sn_qp_out_undo(ctx, qp);
+    sn_ctx_unlock(ctx);
     return ret;
 }
 
@@ -283,6 +288,7 @@ int softnic_dv_srq_conn(struct ibv_srq *ibv_srq, uint32_t qp_num,
         return EOPNOTSUPP;
     }
     srq = sn_srq(ibv_srq);
+    sn_ctx_lock(sn_ctx(ibv_srq->context));  /* the engine accepts */
     for (it = srq->qps.next; it != &srq->qps; it = it->next) {
         qp = sn_container_of(it, sn_qp_t, srq_link);
         if ((qp->ibv.qp_num != qp_num) || (qp->partner == NULL)) {
@@ -290,8 +296,10 @@ int softnic_dv_srq_conn(struct ibv_srq *ibv_srq, uint32_t qp_num,
         }
         *qp_p    = qp->rx_only ? &qp->partner->ibv : &qp->ibv;
         *rx_qp_p = qp->rx_only ? &qp->ibv : &qp->partner->ibv;
+        sn_ctx_unlock(sn_ctx(ibv_srq->context));
         return 0;
     }
+    sn_ctx_unlock(sn_ctx(ibv_srq->context));
     return ENOENT;
 }
 

@@ -8,8 +8,9 @@
  * QP's work in flight is over; a consumer that destroys the QP earlier
  * loses the completions still to come (destroy purges the CQs).  The
  * software NIC takes the same reading: the event is raised by the device's
- * progress (a poll of the QP's send CQ), never by the state change itself,
- * and only once the QP's sends are flushed onto its CQ and no matched
+ * progress (a poll of the QP's send CQ, or the engine thread), never by
+ * the state change itself, and only once the QP's sends are flushed onto
+ * its CQ and no matched
  * transfer of its own is left in the SRQ's data stage (softnic_test.h's
  * DATA events).
  *
@@ -56,13 +57,16 @@ int softnic_get_async_event(struct ibv_context *context,
     sn_context_t *ctx = sn_ctx(context);
     sn_qp_t *qp;
 
+    sn_ctx_lock(ctx);           /* the engine raises them */
     if (sn_list_empty(&ctx->events)) {
+        sn_ctx_unlock(ctx);
         errno = EAGAIN;
         return -1;
     }
     qp = sn_container_of(ctx->events.next, sn_qp_t, event_link);
     sn_list_del(&qp->event_link);
     ++qp->events_reported;
+    sn_ctx_unlock(ctx);
     event->event_type = IBV_EVENT_QP_LAST_WQE_REACHED;
     event->element.qp = &qp->ibv;
     return 0;

@@ -8,7 +8,9 @@
  *   RDMA WRITE
  * A peer that dies or closes fails the outstanding requests
  * (IBV_WC_RETRY_EXC_ERR, then IBV_WC_WR_FLUSH_ERR) once a rate-limited
- * liveness check sees it gone; a QP in the error state flushes everything.
+ * liveness check sees it gone (an engine asleep wakes for it every
+ * SN_LIVENESS_PERIOD_NS while a QP waits on its peer: liveness_now); a QP
+ * in the error state flushes everything.
  */
 #include "softnic_int.h"
 
@@ -109,17 +111,19 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
 
     if (sn_qp_connected(qp)) {
         sn_qp_push(qp);
+        sn_qp_ring_peer(qp);
         sn_qp_reap(qp, qp->send_cq);
         if (!sn_qp_waits_on_peer(qp)) {
             return;
         }
         /* still waiting: is the peer still there?  (rate-limited: the clock
          * is read every 64 polls, /proc every SN_LIVENESS_PERIOD_NS) */
-        if ((++qp->liveness_polls & 63) != 1) {
+        if (((++qp->liveness_polls & 63) != 1) &&
+            !sn_qp_ctx(qp)->liveness_now) {
             return;
         }
         now = sn_now_ns();
-        if (now >= qp->next_liveness_ns) {
+        if ((now >= qp->next_liveness_ns) || sn_qp_ctx(qp)->liveness_now) {
             qp->next_liveness_ns = now + SN_LIVENESS_PERIOD_NS;
             if (!sn_qp_peer_alive(qp)) {
                 sn_qp_peer_gone(qp);

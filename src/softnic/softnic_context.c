@@ -4,8 +4,9 @@
  * The port's link layer is read from SOFTNIC_LINK_LAYER at open (softnic.h).
  *
  * One device, "soft".  An opened device creates its segment in shared
- * memory (the registration table peers check keys against) with its first
- * PD, so that listing, which opens and queries it, costs little.  The
+ * memory (the registration table peers check keys against, its doorbell)
+ * with its first PD, so that listing, which opens and queries it, costs
+ * little; its engine thread, when asked for, starts then.  The
  * context is a struct verbs_context: the inline verbs of
  * <infiniband/verbs.h> find the NIC's functions in it.
  */
@@ -268,13 +269,33 @@ static struct ibv_srq *sn_ctx_create_srq_ex(struct ibv_context *context,
 
 /* ---- settings (extension) ---- */
 
+/* Where the device's work runs: an engine starts once the device segment
+ * (its doorbell) exists, at the first PD; the choice is made before any
+ * CQ, so that no object ever sees it change */
+static int sn_ctx_set_progress(sn_context_t *ctx, uint32_t progress)
+{
+    if (!sn_list_empty(&ctx->cqs)) {
+        return EBUSY;
+    }
+    if (ctx->seg == NULL) {
+        return 0;
+    }
+    if (progress == SOFTNIC_PROGRESS_THREAD) {
+        return sn_engine_start(ctx);
+    }
+    sn_engine_stop(ctx);
+    return 0;
+}
+
 static int sn_attr_check(const struct softnic_dv_attr *attr)
 {
     const uint32_t min_hdr = sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh);
 
     if ((attr->packet_size == 0) || (attr->max_rndv_hdr_size < min_hdr) ||
         (attr->max_send_size < attr->max_rndv_hdr_size) ||
-        (attr->max_send_size > (1u << 30))) {
+        (attr->max_send_size > (1u << 30)) ||
+        ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
+         (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
     }
     return 0;
@@ -318,9 +339,18 @@ int softnic_dv_set_attr(struct ibv_context *context,
     if (attr->max_rndv_hdr_size != 0) {
         next.max_rndv_hdr_size = attr->max_rndv_hdr_size;
     }
+    if (attr->progress != SOFTNIC_PROGRESS_KEEP) {
+        next.progress = attr->progress;
+    }
     ret = sn_attr_check(&next);
     if (ret != 0) {
         return ret;
+    }
+    if (next.progress != ctx->attr.progress) {
+        ret = sn_ctx_set_progress(ctx, next.progress);
+        if (ret != 0) {
+            return ret;
+        }
     }
     ctx->attr      = next;
     ctx->ring_size = sn_ring_size(next.max_send_size);
@@ -358,6 +388,15 @@ static int sn_ctx_bring_up(sn_context_t *ctx)
     }
     ctx->seg = ctx->shm.base;
     sn_seg_hdr_init(&ctx->seg->hdr, &ctx->proc, SN_SEG_DEV);
+    if (ctx->attr.progress == SOFTNIC_PROGRESS_THREAD) {
+        ret = sn_engine_start(ctx);
+        if (ret != 0) {
+            sn_shm_destroy(&ctx->shm);
+            ctx->seg = NULL;
+            sn_mr_table_cleanup(ctx);
+            return ret;
+        }
+    }
     return 0;
 }
 
@@ -455,6 +494,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.packet_size       = SN_DEF_PACKET_SIZE;
     ctx->attr.max_send_size     = SN_DEF_MAX_SEND;
     ctx->attr.max_rndv_hdr_size = SN_DEF_RNDV_HDR_SIZE;
+    ctx->attr.progress          = SOFTNIC_PROGRESS_INLINE;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;
@@ -490,6 +530,7 @@ int softnic_close_device(struct ibv_context *context)
         sn_warn("device closed with objects still open");
     }
     if (ctx->seg != NULL) {     /* brought up by a PD */
+        sn_engine_stop(ctx);    /* joined: nothing of it runs on */
         if (sn_ctx_is_ours(ctx)) {
             atomic_store(&ctx->seg->hdr.closed, 1);
         }

@@ -6,7 +6,12 @@
  * complete here, the send side of the QPs that complete here; the receive
  * side only in SOFTNIC_MODE_AUTO), then makes the oldest entry current;
  * ibv_next_poll() moves to the next; ibv_end_poll() consumes those read.
- * ibv_poll_cq() works too (without the TM information).
+ * ibv_poll_cq() works too (without the TM information).  With an engine
+ * thread (softnic_engine.c) the engine does that work and a poll only
+ * reads: the CQ is a single-producer single-consumer queue, the NIC
+ * writing entries and publishing them (ready, release), software reading
+ * up to ready (acquire) and giving them back (head, release), as a NIC's
+ * CQ is shared with its driver.
  *
  * The NIC does not wait for room in a CQ: a full one overruns, which is
  * fatal to it (every later poll fails), as on a NIC.  Software sizes its
@@ -34,12 +39,15 @@ static inline const sn_cqe_t *sn_cq_current(struct ibv_cq_ex *ex)
     return sn_cq(ex)->cur_cqe;
 }
 
-/* The NIC's work whose completions come to this CQ (each poll: the checks
- * that find nothing to do are inline) */
-static inline void sn_cq_run(sn_cq_t *cq)
+/* The NIC's work whose completions come to this CQ (each poll inline, each
+ * round of the engine: the checks that find nothing to do are inline); how
+ * much was done */
+static inline unsigned sn_cq_run(sn_cq_t *cq)
 {
     sn_context_t *ctx = sn_ctx(cq->ex.context);
     sn_list_t *it, *next;
+    unsigned work = 0;
+    uint32_t sq_head, sq_sent;
     sn_srq_t *srq;
     sn_qp_t *qp;
 
@@ -49,28 +57,50 @@ static inline void sn_cq_run(sn_cq_t *cq)
                                              memory_order_acquire) !=
                         srq->accepted)) {
             sn_srq_accept(srq);
+            ++work;
         }
         if (sn_likely(ctx->mode == SOFTNIC_MODE_AUTO)) {
-            sn_srq_progress(srq);
+            work += sn_srq_progress(srq);
         }
     }
     for (it = cq->send_qps.next; it != &cq->send_qps; it = next) {
         next = it->next;
         qp   = sn_container_of(it, sn_qp_t, cq_link);
         if (sn_qp_waits_on_peer(qp) || qp->last_wqe_due) {
+            sq_head = qp->sq_head;
+            sq_sent = qp->sq_sent;
             sn_qp_progress_send(qp);
+            work   += (qp->sq_head != sq_head) + (qp->sq_sent != sq_sent);
         }
     }
+    return work;
+}
+
+unsigned sn_cq_work(sn_cq_t *cq)
+{
+    return sn_cq_run(cq);
+}
+
+/* Inline, a poll does the NIC's work first; with an engine the poll only
+ * reads what the engine published */
+static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
+{
+    if (!sn_ctx(cq->ex.context)->threaded) {
+        sn_cq_run(cq);
+        cq->ready = cq->tail;
+        return cq->tail;
+    }
+    return __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
 }
 
 /* A full CQ overran: fatal to it, as on a NIC (IBV_EVENT_CQ_ERR there);
  * its polls fail from now on */
 void sn_cq_overrun(sn_cq_t *cq)
 {
-    if (!cq->overrun) {
+    if (!sn_cq_is_overrun(cq)) {
         sn_error("CQ %p overrun: more completions than its %u entries",
                  (void *)cq, cq->depth);
-        cq->overrun = true;
+        __atomic_store_n(&cq->overrun, true, __ATOMIC_RELAXED);
     }
 }
 
@@ -91,17 +121,19 @@ static inline void sn_cq_load(sn_cq_t *cq)
 static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
 {
     sn_cq_t *cq = sn_cq(ex);
+    uint32_t ready;
 
     if (sn_unlikely(attr->comp_mask != 0)) {
         return EINVAL;
     }
-    sn_cq_run(cq);
-    if (sn_unlikely(cq->overrun)) {
+    ready = sn_cq_poll_prepare(cq);
+    if (sn_unlikely(sn_cq_is_overrun(cq))) {
         return EIO;
     }
-    if (cq->head == cq->tail) {
+    if (cq->head == ready) {
         return ENOENT;
     }
+    cq->cur_end = ready;
     cq->cur = cq->head;
     sn_cq_load(cq);
     return 0;
@@ -111,7 +143,7 @@ static int sn_next_poll(struct ibv_cq_ex *ex)
 {
     sn_cq_t *cq = sn_cq(ex);
 
-    if (cq->cur + 1 == cq->tail) {
+    if (cq->cur + 1 == cq->cur_end) {
         return ENOENT;
     }
     ++cq->cur;
@@ -123,7 +155,8 @@ static void sn_end_poll(struct ibv_cq_ex *ex)
 {
     sn_cq_t *cq = sn_cq(ex);
 
-    cq->head = cq->cur + 1;
+    /* release: our reads of the entries come before the NIC reuses them */
+    __atomic_store_n(&cq->head, cq->cur + 1, __ATOMIC_RELEASE);
 }
 
 static enum ibv_wc_opcode sn_read_opcode(struct ibv_cq_ex *ex)
@@ -176,15 +209,17 @@ static uint8_t sn_read_zero8(struct ibv_cq_ex *ex)
 int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
 {
     sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
+    uint32_t ready, head;
     sn_cqe_t *cqe;
     int n;
 
-    sn_cq_run(cq);
-    if (sn_unlikely(cq->overrun)) {
+    ready = sn_cq_poll_prepare(cq);
+    if (sn_unlikely(sn_cq_is_overrun(cq))) {
         return -1;
     }
-    for (n = 0; (n < num_entries) && (cq->head != cq->tail); ++n) {
-        cqe = &cq->cqe[cq->head++ & (cq->depth - 1)];
+    head = cq->head;
+    for (n = 0; (n < num_entries) && (head != ready); ++n) {
+        cqe = &cq->cqe[head++ & (cq->depth - 1)];
         if (cqe->kind != SN_CQE_PLAIN) {
             sn_srq_cqe_poll(cqe);
         }
@@ -203,6 +238,7 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
         wc[n].sl             = 0;
         wc[n].dlid_path_bits = 0;
     }
+    __atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
     return n;
 }
 
@@ -256,18 +292,24 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     pthread_cond_init(&cq->ex.cond, NULL);
     sn_list_init(&cq->srqs);
     sn_list_init(&cq->send_qps);
+    sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
+    sn_ctx_unlock(ctx);
     return &cq->ex;
 }
 
 int softnic_destroy_cq(struct ibv_cq *ibv_cq)
 {
-    sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
+    sn_cq_t *cq       = sn_cq((struct ibv_cq_ex*)ibv_cq);
+    sn_context_t *ctx = sn_ctx(ibv_cq->context);
 
+    sn_ctx_lock(ctx);
     if (!sn_list_empty(&cq->srqs) || !sn_list_empty(&cq->send_qps)) {
+        sn_ctx_unlock(ctx);
         return EBUSY;       /* an SRQ or QP still completes here */
     }
-    sn_list_del(&cq->link);
+    sn_list_del(&cq->link); /* the engine no longer sees it */
+    sn_ctx_unlock(ctx);
     pthread_mutex_destroy(&cq->ex.mutex);
     pthread_cond_destroy(&cq->ex.cond);
     free(cq->cqe);

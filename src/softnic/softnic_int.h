@@ -21,12 +21,16 @@
  *   softnic_comp.c     completer: send completions in order, peer liveness,
  *                      errors
  *   softnic_wire.c     shared-memory segments, processes, leftovers
+ *   softnic_engine.c   the device's engine thread (SOFTNIC_PROGRESS_THREAD),
+ *                      its doorbell, the device lock
  *   softnic_test.c     test steering (softnic_test.h)
  *
  * Threading: a context and everything created from it is used by one
- * thread at a time (as UCT interfaces are); only the shared-memory
- * structures (rings, registration tables) are touched concurrently, by
- * other devices and processes.
+ * software thread at a time (as UCT interfaces are); the shared-memory
+ * structures (rings, registration tables, doorbells) are touched
+ * concurrently, by other devices and processes.  With an engine thread
+ * (softnic_engine.h), the engine and the verbs share the device's lock;
+ * completions are read without it.
  */
 #ifndef SOFTNIC_INT_H_
 #define SOFTNIC_INT_H_
@@ -38,6 +42,7 @@
 #include <matcher/tag_matcher.h>
 #include <infiniband/tm_types.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -192,6 +197,18 @@ struct sn_context {
     /* port 1's link layer (SOFTNIC_LINK_LAYER, read at open): on Ethernet
      * a TM-SRQ cannot be created, as on mlx5 */
     uint8_t            link_layer;
+    /* the engine (softnic_engine.c): where the device's work runs */
+    uint32_t           progress;     /* SOFTNIC_PROGRESS_INLINE / THREAD */
+    bool               threaded;     /* an engine runs: verbs take lock */
+    bool               liveness_now; /* engine woken by its timer: check
+                                        the peers of waiting QPs now */
+    pthread_mutex_t    lock;         /* the engine's work vs the verbs */
+    pthread_t          engine;
+    pid_t              engine_pid;   /* a forked child has no engine */
+    _Atomic bool       engine_stop;
+    _Atomic uint64_t   engine_sleeps, engine_timer_wakes, engine_db_wakes;
+    _Atomic uint64_t   engine_passes;
+    _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
 };
 
 /* What the provider does with a TM completion when it is polled (as
@@ -229,8 +246,13 @@ struct sn_cq {
     sn_list_t          link;         /* in ctx->cqs */
     sn_cqe_t           *cqe;
     uint32_t           depth;        /* power of two */
-    uint32_t           head, tail;   /* tail - head = queued completions */
+    uint32_t           head, tail;   /* tail - head = queued completions;
+                                        head is the consumer's (software),
+                                        tail the producer's (the NIC) */
+    uint32_t           ready;        /* tail as published to software:
+                                        entries before it are complete */
     uint32_t           cur;          /* the polled entry (start/next_poll) */
+    uint32_t           cur_end;      /* ready when the batch started */
     const sn_cqe_t     *cur_cqe;     /* ... what the read_* functions read */
     sn_list_t          srqs;         /* TM-SRQs whose completions come here */
     sn_list_t          send_qps;     /* QPs whose send completions come here */
@@ -414,6 +436,8 @@ struct sn_qp {
     sn_proc_id_t       peer_proc;
     uint64_t           next_liveness_ns;
     uint32_t           liveness_polls;
+    /* doorbells rung at the peer for what we produced and consumed */
+    uint64_t           db_out_tail, db_in_head;
     /* send queue: FIFO of sq_size */
     sn_wqe_t           *sq;
     uint32_t           sq_mask, sq_size;
@@ -534,8 +558,23 @@ int  sn_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 
 static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
 {
-    return cq->depth - (cq->tail - cq->head) >= n;
+    return cq->depth - (cq->tail - __atomic_load_n(&cq->head,
+                                                   __ATOMIC_ACQUIRE)) >= n;
 }
+
+/* The completions written so far become visible to software */
+static inline void sn_cq_publish(sn_cq_t *cq)
+{
+    __atomic_store_n(&cq->ready, cq->tail, __ATOMIC_RELEASE);
+}
+
+static inline bool sn_cq_is_overrun(const sn_cq_t *cq)
+{
+    return __atomic_load_n(&cq->overrun, __ATOMIC_RELAXED);
+}
+
+/* The device's work for a CQ (softnic_cq.c): how much was done */
+unsigned sn_cq_work(sn_cq_t *cq);
 
 void sn_cq_overrun(sn_cq_t *cq);
 /* Removes the unpolled completions of QP qp_num (the QP is destroyed) */
@@ -547,7 +586,7 @@ static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
 {
     sn_cqe_t *cqe;
 
-    if (sn_unlikely(!sn_cq_has_room(cq, 1) || cq->overrun)) {
+    if (sn_unlikely(!sn_cq_has_room(cq, 1) || sn_cq_is_overrun(cq))) {
         sn_cq_overrun(cq);
         cqe = &cq->lost;
     } else {
@@ -575,7 +614,7 @@ int  sn_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
                      struct ibv_ops_wr **bad_wr);
 bool sn_srq_op_ready(const sn_srq_t *srq);
 int  sn_srq_step_op(sn_srq_t *srq);
-void sn_srq_progress(sn_srq_t *srq);
+unsigned sn_srq_progress(sn_srq_t *srq);
 void sn_srq_go_out_of_phase(sn_srq_t *srq);
 void sn_srq_tag_unlist(sn_srq_t *srq, sn_tag_t *tag);
 void sn_srq_cqe_poll(sn_cqe_t *cqe);
@@ -713,5 +752,7 @@ static inline bool sn_ring_has_rec(sn_qp_t *qp)
 }
 
 #pragma GCC visibility pop
+
+#include "softnic_engine.h"
 
 #endif

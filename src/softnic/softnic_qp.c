@@ -237,7 +237,9 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         return NULL;
     }
     sn_qp_set_in(qp);
+    sn_ctx_lock(ctx);
     sn_qp_link(ctx, qp);
+    sn_ctx_unlock(ctx);
     attr->cap.max_send_sge    = qp->attr.cap.max_send_sge;
     attr->cap.max_inline_data = qp->attr.cap.max_inline_data;
     return &qp->ibv;
@@ -275,13 +277,16 @@ void sn_qp_destroy(sn_qp_t *qp)
 
 int softnic_destroy_qp(struct ibv_qp *ibv_qp)
 {
-    sn_qp_t *qp = sn_qp(ibv_qp);
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx = sn_qp_ctx(qp);
 
     if (qp->passive) {
         return EBUSY;           /* its SRQ's: destroyed with the SRQ */
     }
     sn_qp_events_check_acked(qp);
+    sn_ctx_lock(ctx);           /* the engine is between rounds */
     sn_qp_destroy(qp);
+    sn_ctx_unlock(ctx);
     return 0;
 }
 
@@ -393,10 +398,9 @@ static int sn_qp_required_mask(enum ibv_qp_state from, enum ibv_qp_state to)
     return -1;                  /* not a transition a QP makes */
 }
 
-int softnic_modify_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
-                      int attr_mask)
+static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
+                        int attr_mask)
 {
-    sn_qp_t *qp            = sn_qp(ibv_qp);
     enum ibv_qp_state from = qp->ibv.state;
     enum ibv_qp_state to   = (attr_mask & IBV_QP_STATE) ? attr->qp_state :
                                                           from;
@@ -425,15 +429,33 @@ int softnic_modify_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
     return 0;
 }
 
+int softnic_modify_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
+                      int attr_mask)
+{
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    int ret;
+
+    sn_ctx_lock(ctx);
+    ret = sn_qp_modify(qp, attr, attr_mask);
+    sn_ctx_unlock(ctx);
+    /* messages waiting for RTR are taken, flushed sends complete */
+    sn_ctx_kick(ctx, false);
+    return ret;
+}
+
 /* As the kernel's query: every attribute, whatever attr_mask asks */
 int softnic_query_qp(struct ibv_qp *ibv_qp, struct ibv_qp_attr *attr,
                      int attr_mask, struct ibv_qp_init_attr *init_attr)
 {
-    sn_qp_t *qp = sn_qp(ibv_qp);
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx = sn_qp_ctx(qp);
 
+    sn_ctx_lock(ctx);           /* the engine may fail the QP */
     *attr              = qp->attr;
     attr->qp_state     = qp->ibv.state;
     attr->cur_qp_state = qp->ibv.state;
+    sn_ctx_unlock(ctx);
 
     memset(init_attr, 0, sizeof(*init_attr));
     init_attr->qp_context = qp->ibv.qp_context;

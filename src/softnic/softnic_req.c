@@ -208,6 +208,7 @@ int sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len)
         if (rec != NULL) {
             memcpy(rec + 1, fin, len);
             sn_ring_publish(qp, rec, (uint32_t)len, 0, 0);
+            sn_qp_ring_peer(qp);
             return 0;
         }
     }
@@ -344,10 +345,12 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
 int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
                  struct ibv_send_wr **bad_wr)
 {
-    sn_qp_t *qp = sn_qp(ibv_qp);
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx = sn_qp_ctx(qp);
     sn_wqe_t *wqe;
     int ret = 0;
 
+    sn_ctx_lock(ctx);
     for (; wr != NULL; wr = wr->next) {
         if (sn_unlikely((qp->ibv.state != IBV_QPS_RTS) &&
                         (qp->ibv.state != IBV_QPS_ERR))) {
@@ -378,7 +381,12 @@ int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
     }
     if (qp->ibv.state == IBV_QPS_RTS) {
         sn_qp_push(qp);
+        sn_qp_ring_peer(qp);    /* its device takes what we sent */
     }
+    sn_ctx_unlock(ctx);
+    /* our engine, asleep without its timer, completes the sends and
+     * watches the peer from now on */
+    sn_ctx_kick(ctx, true);
     return ret;
 }
 

@@ -240,8 +240,10 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
     srq->cq                = sn_cq((struct ibv_cq_ex*)attr->cq);
     pthread_mutex_init(&srq->ibv.mutex, NULL);
     pthread_cond_init(&srq->ibv.cond, NULL);
+    sn_ctx_lock(ctx);
     sn_list_add_tail(&srq->cq->srqs, &srq->link);
     ++ctx->srqs;
+    sn_ctx_unlock(ctx);
     attr->attr.max_sge = 1;
     return &srq->ibv;
 
@@ -257,10 +259,12 @@ int softnic_destroy_srq(struct ibv_srq *ibv_srq)
     sn_context_t *ctx = sn_ctx(ibv_srq->context);
     sn_list_t *it;
 
+    sn_ctx_lock(ctx);
     /* the QPs the SRQ accepted are its own; any other still attached makes
      * it busy, as on a NIC */
     for (it = srq->qps.next; it != &srq->qps; it = it->next) {
         if (!sn_container_of(it, sn_qp_t, srq_link)->passive) {
+            sn_ctx_unlock(ctx);
             return EBUSY;
         }
     }
@@ -270,8 +274,9 @@ int softnic_destroy_srq(struct ibv_srq *ibv_srq)
         atomic_store(&srq->seg->hdr.closed, 1);
     }
     sn_shm_destroy(&srq->shm);
-    sn_list_del(&srq->link);
+    sn_list_del(&srq->link); /* the engine no longer sees it */
     --ctx->srqs;
+    sn_ctx_unlock(ctx);
     pthread_mutex_destroy(&srq->ibv.mutex);
     pthread_cond_destroy(&srq->ibv.cond);
     sn_srq_free(srq);
@@ -290,10 +295,12 @@ int sn_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num)
 int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
                      struct ibv_recv_wr **bad_wr)
 {
-    sn_srq_t *srq = sn_srq(ibv_srq);
+    sn_srq_t *srq     = sn_srq(ibv_srq);
+    sn_context_t *ctx = sn_ctx(ibv_srq->context);
     sn_rbuf_t *rbuf;
     int ret = 0;
 
+    sn_ctx_lock(ctx);
     for (; wr != NULL; wr = wr->next) {
         if ((wr->num_sge < 0) || (wr->num_sge > 1)) {
             ret = EINVAL;
@@ -310,9 +317,12 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
         rbuf->lkey   = wr->num_sge ? wr->sg_list[0].lkey : 0;
         ++srq->rbuf_tail;
     }
+    sn_ctx_unlock(ctx);
     if (ret != 0) {
         *bad_wr = wr;
     }
+    /* a connection waiting for buffers (RNR) goes on */
+    sn_ctx_kick(ctx, false);
     return ret;
 }
 
@@ -390,17 +400,21 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
 int sn_post_srq_ops(struct ibv_srq *ibv_srq, struct ibv_ops_wr *wr,
                     struct ibv_ops_wr **bad_wr)
 {
-    sn_srq_t *srq = sn_srq(ibv_srq);
-    int ret;
+    sn_srq_t *srq     = sn_srq(ibv_srq);
+    sn_context_t *ctx = sn_ctx(ibv_srq->context);
+    int ret           = 0;
 
+    sn_ctx_lock(ctx);
     for (; wr != NULL; wr = wr->next) {
         ret = sn_post_one_op(srq, wr);
         if (ret != 0) {
             *bad_wr = wr;
-            return ret;
+            break;
         }
     }
-    return 0;
+    sn_ctx_unlock(ctx);
+    sn_ctx_kick(ctx, false);
+    return ret;
 }
 
 
@@ -536,6 +550,9 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
                      ++burst) {
                 }
                 round += burst;
+                if (burst != 0) {
+                    sn_qp_ring_peer(qp);    /* room in its ring */
+                }
             }
             it = it->next;
         } while (it != start);
@@ -555,33 +572,35 @@ static unsigned sn_srq_run_data(sn_srq_t *srq)
     return n;
 }
 
-void sn_srq_progress(sn_srq_t *srq)
+/* Everything that can be done now; how much was done */
+unsigned sn_srq_progress(sn_srq_t *srq)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    unsigned n;
+    unsigned n = 0;
 
     switch (ctx->order) {
     case SOFTNIC_ORDER_OPS_FIRST:
         if (srq->op_head != srq->op_tail) {
-            sn_srq_run_ops(srq);
+            n += sn_srq_run_ops(srq);
         }
-        sn_srq_run_arrivals(srq);
+        n += sn_srq_run_arrivals(srq);
         if (srq->xfer_head != srq->xfer_tail) {
-            sn_srq_run_data(srq);
+            n += sn_srq_run_data(srq);
         }
         break;
     case SOFTNIC_ORDER_ARRIVALS_FIRST:
-        sn_srq_run_arrivals(srq);
-        sn_srq_run_data(srq);
-        sn_srq_run_ops(srq);
+        n += sn_srq_run_arrivals(srq);
+        n += sn_srq_run_data(srq);
+        n += sn_srq_run_ops(srq);
         break;
     case SOFTNIC_ORDER_RANDOM:
-        for (n = 0; n < 4096; ++n) {
+        for (; n < 4096; ++n) {
             if (sn_srq_step_random(srq, &ctx->rng) != 0) {
                 break;
             }
         }
         break;
     }
+    return n;
 }
 

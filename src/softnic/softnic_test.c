@@ -6,26 +6,57 @@
 #include <errno.h>
 #include <stdio.h>
 
+/* With an engine, steering takes the device lock (the engine's work
+ * waits) and publishes what a step completed */
+static sn_context_t *sn_steer_begin(struct ibv_context *context)
+{
+    sn_context_t *ctx = sn_ctx(context);
+
+    sn_ctx_lock(ctx);
+    return ctx;
+}
+
+static void sn_steer_end(sn_context_t *ctx)
+{
+    if (ctx->threaded) {
+        sn_ctx_publish(ctx);
+    }
+    sn_ctx_unlock(ctx);
+    sn_ctx_kick(ctx, false);
+}
+
 void softnic_test_set_mode(struct ibv_context *context, softnic_mode_t mode)
 {
+    sn_context_t *ctx;
+
     if (sn_is_softnic(context)) {
-        sn_ctx(context)->mode = mode;
+        ctx       = sn_steer_begin(context);
+        ctx->mode = mode;
+        sn_steer_end(ctx);
     }
 }
 
 void softnic_test_set_order(struct ibv_context *context, softnic_order_t order,
                             uint64_t seed)
 {
+    sn_context_t *ctx;
+
     if (sn_is_softnic(context)) {
-        sn_ctx(context)->order = order;
-        sn_ctx(context)->rng   = seed ? seed : 1;
+        ctx        = sn_steer_begin(context);
+        ctx->order = order;
+        ctx->rng   = seed ? seed : 1;
+        sn_steer_end(ctx);
     }
 }
 
 void softnic_test_hold_ops(struct ibv_srq *srq, int hold)
 {
+    sn_context_t *ctx;
+
     if (sn_is_softnic(srq->context)) {
+        ctx                 = sn_steer_begin(srq->context);
         sn_srq(srq)->hold_ops = !!hold;
+        sn_steer_end(ctx);
     }
 }
 
@@ -67,17 +98,18 @@ static unsigned sn_srq_events(sn_srq_t *srq, softnic_event_t *ev,
 unsigned softnic_test_events(struct ibv_srq *srq, softnic_event_t *ev,
                              unsigned max)
 {
+    sn_context_t *ctx = sn_steer_begin(srq->context);
     unsigned n;
 
     sn_srq_accept(sn_srq(srq));
     n = sn_srq_events(sn_srq(srq), ev, max);
-
+    sn_steer_end(ctx);
     return (n < max) ? n : max;
 }
 
-int softnic_test_step(struct ibv_srq *ibv_srq, const softnic_event_t *ev)
+static int sn_srq_step(sn_srq_t *srq, const softnic_event_t *ev)
 {
-    sn_srq_t *srq = sn_srq(ibv_srq);
+    int ret;
 
     switch (ev->kind) {
     case SOFTNIC_EV_OP:
@@ -86,26 +118,44 @@ int softnic_test_step(struct ibv_srq *ibv_srq, const softnic_event_t *ev)
         if ((ev->qp == NULL) || (sn_qp(ev->qp)->srq != srq)) {
             return EINVAL;
         }
-        return sn_srq_step_arrival(srq, sn_qp(ev->qp));
+        ret = sn_srq_step_arrival(srq, sn_qp(ev->qp));
+        sn_qp_ring_peer(sn_qp(ev->qp));     /* room in its ring */
+        return ret;
     case SOFTNIC_EV_DATA:
         return sn_srq_step_data(srq);
     }
     return EINVAL;
 }
 
+int softnic_test_step(struct ibv_srq *srq, const softnic_event_t *ev)
+{
+    sn_context_t *ctx = sn_steer_begin(srq->context);
+    int ret;
+
+    ret = sn_srq_step(sn_srq(srq), ev);
+    sn_steer_end(ctx);
+    return ret;
+}
+
 int softnic_test_step_op(struct ibv_srq *srq)
 {
-    return sn_srq_step_op(sn_srq(srq));
+    const softnic_event_t ev = { SOFTNIC_EV_OP, NULL };
+
+    return softnic_test_step(srq, &ev);
 }
 
 int softnic_test_step_arrival(struct ibv_qp *qp)
 {
-    return sn_srq_step_arrival(sn_qp(qp)->srq, sn_qp(qp));
+    const softnic_event_t ev = { SOFTNIC_EV_ARRIVAL, qp };
+
+    return softnic_test_step(&sn_qp(qp)->srq->ibv, &ev);
 }
 
 int softnic_test_step_data(struct ibv_srq *srq)
 {
-    return sn_srq_step_data(sn_srq(srq));
+    const softnic_event_t ev = { SOFTNIC_EV_DATA, NULL };
+
+    return softnic_test_step(srq, &ev);
 }
 
 static uint64_t sn_xorshift(uint64_t *state)
@@ -132,20 +182,37 @@ int sn_srq_step_random(sn_srq_t *srq, uint64_t *seed)
     if (k >= SN_ARRAY_SIZE(ev)) {
         k = SN_ARRAY_SIZE(ev) - 1;    /* many QPs: still deterministic */
     }
-    return softnic_test_step(&srq->ibv, &ev[k]);
+    return sn_srq_step(srq, &ev[k]);
 }
 
 int softnic_test_step_random(struct ibv_srq *srq, uint64_t *seed)
 {
-    return sn_srq_step_random(sn_srq(srq), seed);
+    sn_context_t *ctx = sn_steer_begin(srq->context);
+    int ret;
+
+    ret = sn_srq_step_random(sn_srq(srq), seed);
+    sn_steer_end(ctx);
+    return ret;
 }
+
+/* Observation: what the engine changes is read under the device lock */
+#define SN_OBSERVE(_context, _expr) \
+    ({ \
+        sn_context_t *_ctx = sn_ctx(_context); \
+        __typeof__(_expr) _v; \
+        sn_ctx_lock(_ctx); \
+        _v = (_expr); \
+        sn_ctx_unlock(_ctx); \
+        _v; \
+    })
 
 unsigned softnic_test_pending_ops(struct ibv_srq *srq)
 {
-    return sn_srq(srq)->op_tail - sn_srq(srq)->op_head;
+    return SN_OBSERVE(srq->context,
+                      sn_srq(srq)->op_tail - sn_srq(srq)->op_head);
 }
 
-unsigned softnic_test_pending_arrivals(struct ibv_qp *ibv_qp)
+static unsigned sn_qp_pending_arrivals(struct ibv_qp *ibv_qp)
 {
     sn_qp_t *qp  = sn_qp(ibv_qp);
     uint64_t pos = qp->in_head;
@@ -165,29 +232,51 @@ unsigned softnic_test_pending_arrivals(struct ibv_qp *ibv_qp)
     }
 }
 
+unsigned softnic_test_pending_arrivals(struct ibv_qp *qp)
+{
+    return SN_OBSERVE(qp->context, sn_qp_pending_arrivals(qp));
+}
+
 unsigned softnic_test_pending_data(struct ibv_srq *srq)
 {
-    return sn_srq(srq)->xfer_tail - sn_srq(srq)->xfer_head;
+    return SN_OBSERVE(srq->context,
+                      sn_srq(srq)->xfer_tail - sn_srq(srq)->xfer_head);
 }
 
 unsigned softnic_test_free_rbufs(struct ibv_srq *srq)
 {
-    return sn_srq(srq)->rbuf_tail - sn_srq(srq)->rbuf_head;
+    return SN_OBSERVE(srq->context,
+                      sn_srq(srq)->rbuf_tail - sn_srq(srq)->rbuf_head);
 }
 
-unsigned softnic_test_listed_tags(struct ibv_srq *ibv_srq)
+unsigned softnic_test_listed_tags(struct ibv_srq *srq)
 {
-    return tm_matcher_count(&sn_srq(ibv_srq)->listed);
+    return SN_OBSERVE(srq->context,
+                      (unsigned)tm_matcher_count(&sn_srq(srq)->listed));
 }
 
 uint32_t softnic_test_hw_unexp(struct ibv_srq *srq)
 {
-    return sn_srq(srq)->hw_unexp;
+    return SN_OBSERVE(srq->context, (uint32_t)sn_srq(srq)->hw_unexp);
 }
 
 int softnic_test_in_phase(struct ibv_srq *srq)
 {
-    return sn_srq(srq)->in_phase;
+    return SN_OBSERVE(srq->context, (int)sn_srq(srq)->in_phase);
+}
+
+unsigned softnic_test_cq_pending(struct ibv_cq_ex *ex)
+{
+    sn_cq_t *cq = sn_cq(ex);
+
+    if (!sn_is_softnic(ex->context)) {
+        return 0;
+    }
+    if (!sn_ctx(ex->context)->threaded) {
+        return cq->tail - cq->head;
+    }
+    return __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE) -
+           __atomic_load_n(&cq->head, __ATOMIC_RELAXED);
 }
 
 void softnic_test_shm_prefix(char *buf, size_t len)

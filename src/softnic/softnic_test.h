@@ -2,8 +2,10 @@
  * Test steering of the software NIC (test-only API).
  *
  * The NIC does its receive-side work (list operations, arrivals, data
- * transfers) inside the poll of the TM-SRQ's CQ (ibv_start_poll).  Tests
- * and the explorer can take that work over:
+ * transfers) inside the poll of the TM-SRQ's CQ (ibv_start_poll), or on its
+ * engine thread (SOFTNIC_PROGRESS_THREAD; the steering below then takes the
+ * device's lock, and MANUAL mode keeps the engine off the receive side).
+ * Tests and the explorer can take that work over:
  *
  *  - SOFTNIC_MODE_AUTO (default): each poll of a CQ runs every TM-SRQ
  *    attached to it until nothing more can be done, in the order chosen by
@@ -92,6 +94,24 @@ unsigned softnic_test_free_rbufs(struct ibv_srq *srq);     /* untagged buffers *
 unsigned softnic_test_listed_tags(struct ibv_srq *srq);    /* in the matching list */
 uint32_t softnic_test_hw_unexp(struct ibv_srq *srq);
 int      softnic_test_in_phase(struct ibv_srq *srq);
+
+/* The device's engine (SOFTNIC_PROGRESS_THREAD), observed: whether it
+ * runs, whether it sleeps now (1: with its liveness timer, 2: until rung),
+ * and how often it went to sleep and was woken by its doorbell */
+typedef struct softnic_engine_stats {
+    int      running;
+    int      sleeping;
+    uint64_t sleeps;
+    uint64_t doorbell_wakes;   /* woken by a ring (not its timer) */
+    uint64_t timer_wakes;
+    uint64_t passes;           /* rounds over the device's work */
+} softnic_engine_stats_t;
+
+/* 0, or EINVAL on another NIC's context */
+int  softnic_test_engine_stats(struct ibv_context *context,
+                               softnic_engine_stats_t *stats);
+/* Completions written to a CQ and not yet polled; runs nothing */
+unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
 
 /* Shared-memory object name prefix of this process ("/dev/shm/<prefix>*") */
 void softnic_test_shm_prefix(char *buf, size_t len);

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             5u            /* 5: connections to an SRQ
-                                                are pairs of QPs */
+#define SN_VERSION             6u            /* 6: the device segment
+                                                has a doorbell */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -61,9 +61,33 @@ typedef struct sn_mr_slot {
     uint64_t         reserved;
 } sn_mr_slot_t;
 
-/* Device segment: header, then the registration table */
+/*
+ * A device's doorbell (softnic_engine.c): how the device's engine thread,
+ * asleep, learns of work.  seq is a futex word (non-private: peers ring it
+ * through their own mapping of the segment); whoever publishes work the
+ * engine must see (a record in a ring it consumes, room in a ring it
+ * produces into, a connection request, a local verb) and finds it asleep
+ * bumps seq and wakes it.  engine is set for the life of an engine (before
+ * any QP of the device exists), so that a device without one costs its
+ * peers one load.
+ */
+typedef struct sn_doorbell {
+    _Atomic uint32_t seq;       /* futex word: bumped by each wake */
+    _Atomic uint32_t sleep;     /* SN_DB_* */
+    _Atomic uint32_t engine;    /* 1 while the device has an engine */
+    _Atomic uint32_t wakes;     /* wakes asked of it (statistics) */
+} sn_doorbell_t;
+
+enum {
+    SN_DB_AWAKE,                /* running or spinning */
+    SN_DB_TIMED,                /* asleep until rung or its liveness timer */
+    SN_DB_IDLE                  /* asleep until rung */
+};
+
+/* Device segment: header, doorbell, then the registration table */
 typedef struct sn_dev_seg {
     sn_seg_hdr_t     hdr;
+    sn_doorbell_t    db SN_ALIGNED;
     sn_mr_slot_t     mr[SN_MR_SLOTS] SN_ALIGNED;
 } sn_dev_seg_t;
 

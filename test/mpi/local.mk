@@ -44,11 +44,21 @@ check-mpi: $(MPI_TEST_BINS) src/uct/rc_tm/libuct_rc_tm.la
 	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
 	$(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS)
 
+# and once more with the software NIC's engine thread
+# (UCX_RC_TM_SOFT_PROGRESS=thread): 'make check-mpi-thread'
+check-mpi-thread: $(MPI_TEST_BINS) src/uct/rc_tm/libuct_rc_tm.la
+	@MPIRUN='$(MPIRUN)' \
+	RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
+	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
+	RC_TM_MPI_SOFT_PROGRESS=thread \
+	$(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS)
+
 check-local: check-mpi-after-tests
 check-mpi-after-tests: check-TESTS
 	@$(MAKE) $(AM_MAKEFLAGS) check-mpi
+	@$(MAKE) $(AM_MAKEFLAGS) check-mpi-thread
 
-.PHONY: check-mpi check-mpi-after-tests
+.PHONY: check-mpi check-mpi-thread check-mpi-after-tests
 
 CLEANFILES += $(MPI_TEST_BINS) $(MPI_TEST_HELPER) test/mpi/*.mpilog
 EXTRA_DIST += test/mpi/README.md test/mpi/run_mpi_tests.sh \

@@ -8,12 +8,19 @@
 #   RC_TM_MODULE       the module to LD_PRELOAD (.../.libs/libuct_rc_tm.so)
 #   RC_TM_MPI_BINDIR   where the programs are (and their logs go)
 #   RC_TM_MPI_TIMEOUT  seconds one program may take (default 120)
+#   RC_TM_MPI_SOFT_PROGRESS  inline or thread: UCX_RC_TM_SOFT_PROGRESS of
+#                      the ranks (default: UCX's default); the checks of
+#                      the checks (nomodule, othertransport) run without it
 # Arguments: names of the tests to run (default: all).
 
 MPIRUN=${MPIRUN:-mpirun}
 BINDIR=${RC_TM_MPI_BINDIR:-.}
 TIMEOUT=${RC_TM_MPI_TIMEOUT:-120}
 MODULE=${RC_TM_MODULE:?RC_TM_MODULE must name libuct_rc_tm.so}
+PROGRESS=${RC_TM_MPI_SOFT_PROGRESS:-}
+if [ -n "$PROGRESS" ]; then
+    echo "MPI tests with UCX_RC_TM_SOFT_PROGRESS=$PROGRESS"
+fi
 
 # The mpirun line (test/mpi/README.md says why each option is there)
 mpi_run() {
@@ -73,7 +80,11 @@ while read -r name np prog extra; do
     if [ $# -gt 0 ]; then
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
-    log="$BINDIR/$name.mpilog"
+    if [ -n "$PROGRESS" ]; then
+        case $name in nomodule|othertransport) continue ;; esac
+        extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
+    fi
+    log="$BINDIR/$name${PROGRESS:+.$PROGRESS}.mpilog"
     expect=$(expect_failure "$name")
     t0=$(date +%s)
     case $name in

@@ -320,8 +320,9 @@ static int tm_verbs_port_init(tm_verbs_dev_t *dev)
 
 /*
  * The software NIC's settings (its extension): what a NIC fixes (packet
- * size, largest SEND, rendezvous header) is asked of it, then read back
- * into the limits.  It also offers connections to a remote SRQ.
+ * size, largest SEND, rendezvous header, an engine of its own) is asked of
+ * it, then read back into the limits.  It also offers connections to a
+ * remote SRQ.
  */
 static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
                                   const tm_dev_attr_t *attr)
@@ -329,7 +330,10 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
     struct softnic_dv_attr dv = {
         .packet_size       = attr->eager_packet_size,
         .max_send_size     = attr->max_msg_size,
-        .max_rndv_hdr_size = attr->max_rndv_hdr_size
+        .max_rndv_hdr_size = attr->max_rndv_hdr_size,
+        .progress          = (attr->soft_progress ==
+                              TM_DEV_SOFT_PROGRESS_THREAD) ?
+                             SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE
     };
     int ret;
 

@@ -36,6 +36,13 @@ typedef struct uct_rc_tm_rcache_arg {
     int                 registered;
 } uct_rc_tm_rcache_arg_t;
 
+/* UCX_RC_TM_SOFT_PROGRESS, in the order of TM_DEV_SOFT_PROGRESS_* */
+static const char *uct_rc_tm_soft_progress_names[] = {
+    [TM_DEV_SOFT_PROGRESS_INLINE] = "inline",
+    [TM_DEV_SOFT_PROGRESS_THREAD] = "thread",
+    NULL
+};
+
 static ucs_config_field_t uct_rc_tm_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_rc_tm_md_config_t, super),
@@ -60,6 +67,17 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "MTU).",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_packet_size),
      UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SOFT_PROGRESS", "inline",
+     "Software NIC only: where the device does its work (tag matching,\n"
+     "placement, rendezvous reads, send completions).\n"
+     " inline - in the polls of its completion queues, on the thread that\n"
+     "          progresses the interface\n"
+     " thread - on the device's own engine thread, as a NIC does: it spins\n"
+     "          briefly when idle, then sleeps until a peer or the local\n"
+     "          software rings its doorbell",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_progress),
+     UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_progress_names)},
 
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
@@ -574,6 +592,7 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.max_ops           = config->max_list_ops;
     attr.srq_depth         = config->srq_depth;
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
+    attr.soft_progress     = config->soft_progress;
 
     ret = tm_dev_open(&info, &attr, &md->dev);
     if (ret != 0) {

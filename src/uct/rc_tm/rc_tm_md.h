@@ -25,6 +25,9 @@ typedef struct uct_rc_tm_md_config {
     unsigned                 max_list_ops;     /* outstanding list operations */
     unsigned                 srq_depth;        /* untagged receive buffers */
     size_t                   soft_packet_size; /* soft device: eager packet size */
+    int                      soft_progress;    /* soft device: inline or
+                                                  its engine thread
+                                                  (TM_DEV_SOFT_PROGRESS_*) */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_md_rcache_config_t   rcache;           /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

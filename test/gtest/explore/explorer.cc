@@ -113,9 +113,12 @@ void rc_tm_explorer::setup(const scenario &s)
     close();
 
     m_scn = &s;
+    /* the explorer steps the device itself: inline progress, whatever the
+     * environment says (the ThreadSanitizer build sets thread) */
     open({{"LIST_SIZE", std::to_string(s.list_size)},
           {"LIST_MAX_OPS", std::to_string(s.max_ops)},
-          {"SOFT_PACKET_SIZE", std::to_string(PACKET_SIZE)}},
+          {"SOFT_PACKET_SIZE", std::to_string(PACKET_SIZE)},
+          {"SOFT_PROGRESS", "inline"}},
          {{"TM_SW_LIST_SIZE", std::to_string(s.sw_list_size)},
           {"TM_PROMOTE_THRESH", std::to_string(s.promote_thresh)}});
     ASSERT_NE(nullptr, m_receiver.iface);

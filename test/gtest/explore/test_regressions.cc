@@ -18,7 +18,7 @@ protected:
     {
         tm_dev_t *dev;
 
-        open();
+        open({{"SOFT_PROGRESS", "inline"}});    /* stepped by the test */
         ASSERT_FALSE(HasFatalFailure());
         uct_rc_tm_iface_device(m_receiver.iface, &dev, &m_srq);
         ASSERT_TRUE(softnic_is_soft(dev));

@@ -691,6 +691,12 @@ TEST_F(rc_tm_fault, receiver_killed_holding_an_unexpected_request)
     ASSERT_FALSE(UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x23, sbuf,
                                           RNDV_SIZE, comp)));
     ASSERT_TRUE(wait_peer('u'));
+    /* The request was taken: nothing is left in flight on the connection
+     * (a NIC on its own thread acknowledges it later than the peer's
+     * software sees it; a check while it is in flight relies on it) */
+    ASSERT_TRUE(wait_for([&] {
+        return uct_ep_flush(m_sender.eps[0], 0, NULL) == UCS_OK;
+    }));
     kill_peer();
 
     log_capture log;

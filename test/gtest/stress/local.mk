@@ -24,3 +24,8 @@ test_gtest_stress_test_stress_LDADD    = \
 	test/gtest/libgtest_main.la \
 	$(UCX_LIBS) $(GTEST_LIBS)
 test_gtest_stress_test_stress_LDFLAGS  = -Wl,--no-as-needed
+
+# The UCX-level suites once more, with the software NIC on its engine
+# thread (after them: it runs their programs)
+TESTS      += test/gtest/thread_mode.sh
+EXTRA_DIST += test/gtest/thread_mode.sh

@@ -236,6 +236,11 @@ TEST_F(rc_tm_overflow, cancel_in_software_and_in_device)
  * the first out of the NIC's list.  No DEL may go for a consumed entry. */
 TEST_F(rc_tm_overflow, cancel_of_a_consumed_entry_deletes_no_other)
 {
+    if (soft_thread()) {
+        /* it holds the NIC's list operations back to make a message beat
+         * a DEL, and counts on the polls that give the handles back */
+        GTEST_SKIP() << "steers the software NIC: inline progress only";
+    }
     open({{"LIST_MAX_OPS", "2"}});
     tm_dev_srq_t *srq = receiver_srq();
     std::vector<posted> r(5);

@@ -381,6 +381,13 @@ void uct_fixture::progress()
     }
 }
 
+bool uct_fixture::soft_thread()
+{
+    const char *value = getenv("UCX_RC_TM_SOFT_PROGRESS");
+
+    return (value != NULL) && !strcmp(value, "thread");
+}
+
 bool uct_fixture::wait_for(const std::function<bool()> &pred, double seconds)
 {
     auto deadline = std::chrono::steady_clock::now() +

@@ -114,6 +114,9 @@ protected:
     void close();
 
     void progress();
+    /* UCX_RC_TM_SOFT_PROGRESS=thread: the software NIC works on its own
+     * thread, as a NIC does (make check runs the suites both ways) */
+    static bool soft_thread();
     /* Progresses until pred holds; false after a bound that only a hang
      * reaches (this is a hang detector, not a wait) */
     bool wait_for(const std::function<bool()> &pred, double seconds = 10.0);

@@ -1,0 +1,257 @@
+/*
+ * Software NIC: the device's engine (SOFTNIC_PROGRESS_THREAD).
+ *
+ * As a NIC does, a thread of the device carries out its work on its own:
+ * list operations, arrivals judged and placed, rendezvous reads and FINs,
+ * sends pushed onto the wire, send completions, peer liveness.  Software
+ * only posts work and polls completions.
+ *
+ * Each round takes the device lock and does, for every CQ of the device,
+ * the work polls do inline (sn_cq_work), then publishes the CQs'
+ * completions (software reads them without the lock) and rings the
+ * doorbells of the peers whose rings it fed or drained.  A round that
+ * finds nothing to do is repeated for SN_ENGINE_SPIN_NS (a message that
+ * follows soon is taken at once), then the engine sleeps on its doorbell,
+ * a futex word in the device segment that peers map: it announces its
+ * sleep (SN_DB_TIMED or SN_DB_IDLE), looks for work once more, and waits
+ * unless the doorbell's sequence moved.  Whoever publishes work for it
+ * fences, sees the announcement and wakes it (sn_db_ring): either the last
+ * look finds the work or the ring finds the engine asleep.  Local verbs
+ * ring it after they drop the lock, which orders them with its last look.
+ *
+ * While a QP waits on its peer (sends not yet consumed, FINs queued), the
+ * sleep is bounded by SN_LIVENESS_PERIOD_NS and a timer wake checks those
+ * peers at once: a dead peer is noticed as when polled.  With nothing
+ * outstanding it sleeps until rung: an idle process costs no CPU.
+ */
+#include "softnic_int.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline void sn_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static long sn_futex(_Atomic uint32_t *word, int op, uint32_t val,
+                     const struct timespec *timeout)
+{
+    /* not FUTEX_PRIVATE_FLAG: the word is in a segment other processes
+     * map, and they wake it through their own mapping */
+    return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
+
+void sn_db_wake(sn_doorbell_t *db)
+{
+    atomic_fetch_add_explicit(&db->seq, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&db->wakes, 1, memory_order_relaxed);
+    sn_futex(&db->seq, FUTEX_WAKE, 1, NULL);
+}
+
+void sn_ctx_publish(sn_context_t *ctx)
+{
+    sn_list_t *it;
+
+    for (it = ctx->cqs.next; it != &ctx->cqs; it = it->next) {
+        sn_cq_publish(sn_container_of(it, sn_cq_t, link));
+    }
+}
+
+/* One round of the device's work; *waiting: a QP waits on its peer */
+static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
+{
+    unsigned work = 0;
+    sn_list_t *it;
+    sn_cq_t *cq;
+    sn_qp_t *qp;
+
+    *waiting = false;
+    pthread_mutex_lock(&ctx->lock);
+    for (it = ctx->cqs.next; it != &ctx->cqs; it = it->next) {
+        cq    = sn_container_of(it, sn_cq_t, link);
+        work += sn_cq_work(cq);
+        sn_cq_publish(cq);
+    }
+    for (it = ctx->qps.next; it != &ctx->qps; it = it->next) {
+        qp = sn_container_of(it, sn_qp_t, ctx_link);
+        if (qp->db_out_tail != qp->out_tail) {
+            ++work;             /* the send side moved */
+        }
+        sn_qp_ring_peer(qp);
+        *waiting |= sn_qp_waits_on_peer(qp) || qp->last_wqe_due;
+    }
+    ctx->liveness_now = false;
+    pthread_mutex_unlock(&ctx->lock);
+    atomic_fetch_add_explicit(&ctx->engine_passes, 1, memory_order_relaxed);
+    return work;
+}
+
+static bool sn_engine_stopping(sn_context_t *ctx)
+{
+    return atomic_load_explicit(&ctx->engine_stop, memory_order_seq_cst);
+}
+
+/* Sleeps on the doorbell unless work came meanwhile; true when its
+ * liveness timer woke it */
+static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
+{
+    sn_doorbell_t *db          = &ctx->seg->db;
+    const struct timespec period = {
+        .tv_sec  = SN_LIVENESS_PERIOD_NS / 1000000000ull,
+        .tv_nsec = SN_LIVENESS_PERIOD_NS % 1000000000ull
+    };
+    uint32_t state             = waiting ? SN_DB_TIMED : SN_DB_IDLE;
+    bool still_waiting;
+    uint32_t seq;
+    long ret;
+
+    seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
+    atomic_store_explicit(&ctx->engine_sleep_seq, seq, memory_order_relaxed);
+    atomic_store_explicit(&db->sleep, state, memory_order_seq_cst);
+    /* the last look, after the announcement (see sn_db_ring) */
+    if ((sn_engine_round(ctx, &still_waiting) != 0) ||
+        (still_waiting != waiting) || sn_engine_stopping(ctx)) {
+        atomic_store_explicit(&db->sleep, SN_DB_AWAKE, memory_order_relaxed);
+        return false;
+    }
+    atomic_fetch_add_explicit(&ctx->engine_sleeps, 1, memory_order_relaxed);
+    ret = sn_futex(&db->seq, FUTEX_WAIT, seq, waiting ? &period : NULL);
+    atomic_store_explicit(&db->sleep, SN_DB_AWAKE, memory_order_relaxed);
+    if ((ret != 0) && (errno == ETIMEDOUT)) {
+        atomic_fetch_add_explicit(&ctx->engine_timer_wakes, 1,
+                                  memory_order_relaxed);
+        return true;
+    }
+    /* rung (or the sequence had moved already: rung too) */
+    atomic_fetch_add_explicit(&ctx->engine_db_wakes, 1, memory_order_relaxed);
+    return false;
+}
+
+static void *sn_engine_main(void *arg)
+{
+    sn_context_t *ctx   = arg;
+    uint64_t idle_since = 0;
+    uint64_t now;
+    bool waiting;
+
+    while (!sn_engine_stopping(ctx)) {
+        if (sn_engine_round(ctx, &waiting) != 0) {
+            idle_since = 0;
+            continue;
+        }
+        now = sn_now_ns();
+        if (idle_since == 0) {
+            idle_since = now;
+        }
+        if (now - idle_since < SN_ENGINE_SPIN_NS) {
+            sn_cpu_relax();
+            continue;
+        }
+        if (sn_engine_sleep(ctx, waiting)) {
+            /* the timer: check the peers now, and sleep again at once if
+             * nothing else happened */
+            pthread_mutex_lock(&ctx->lock);
+            ctx->liveness_now = true;
+            pthread_mutex_unlock(&ctx->lock);
+            idle_since = sn_now_ns() - SN_ENGINE_SPIN_NS;
+        } else {
+            idle_since = 0;
+        }
+    }
+    return NULL;
+}
+
+int sn_engine_start(sn_context_t *ctx)
+{
+    sigset_t all, old;
+    int ret;
+
+    if (ctx->threaded) {
+        return 0;
+    }
+    ret = pthread_mutex_init(&ctx->lock, NULL);
+    if (ret != 0) {
+        return ret;
+    }
+    atomic_store(&ctx->engine_stop, false);
+    atomic_store(&ctx->seg->db.sleep, SN_DB_AWAKE);
+    /* before any QP exists: a peer that reaches one sees the flag */
+    atomic_store(&ctx->seg->db.engine, 1);
+    ctx->threaded = true;
+    /* the engine takes no signal: they stay with the software's threads */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ret = pthread_create(&ctx->engine, NULL, sn_engine_main, ctx);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (ret != 0) {
+        sn_error("cannot start the engine of device %u: %s", ctx->dev_seq,
+                 strerror(ret));
+        ctx->threaded = false;
+        atomic_store(&ctx->seg->db.engine, 0);
+        pthread_mutex_destroy(&ctx->lock);
+        return ret;
+    }
+    ctx->engine_pid = getpid();
+    sn_debug("device %u: engine started", ctx->dev_seq);
+    return 0;
+}
+
+/* Stops and joins the engine; what it left undone stays for the next one,
+ * or for the polls of inline progress */
+void sn_engine_stop(sn_context_t *ctx)
+{
+    if (!ctx->threaded) {
+        return;
+    }
+    if (ctx->engine_pid == getpid()) {
+        atomic_store_explicit(&ctx->engine_stop, true, memory_order_seq_cst);
+        sn_db_wake(&ctx->seg->db);
+        pthread_join(ctx->engine, NULL);
+        pthread_mutex_destroy(&ctx->lock);
+        if (sn_ctx_is_ours(ctx)) {
+            atomic_store(&ctx->seg->db.engine, 0);
+        }
+    }
+    /* a forked child has a copy of the context, not its thread */
+    ctx->threaded = false;
+    sn_debug("device %u: engine stopped", ctx->dev_seq);
+}
+
+int softnic_test_engine_stats(struct ibv_context *context,
+                              softnic_engine_stats_t *stats)
+{
+    sn_context_t *ctx;
+    uint32_t state;
+
+    if (!sn_is_softnic(context)) {
+        return EINVAL;
+    }
+    ctx = sn_ctx(context);
+    memset(stats, 0, sizeof(*stats));
+    stats->running = ctx->threaded;
+    if (!ctx->threaded) {
+        return 0;
+    }
+    /* asleep: announced, and not rung since (a wake may be on its way) */
+    state                 = atomic_load(&ctx->seg->db.sleep);
+    if (atomic_load(&ctx->seg->db.seq) != atomic_load(&ctx->engine_sleep_seq)) {
+        state = SN_DB_AWAKE;
+    }
+    stats->sleeping       = (state == SN_DB_TIMED) ? 1 :
+                            (state == SN_DB_IDLE) ? 2 : 0;
+    stats->sleeps         = atomic_load(&ctx->engine_sleeps);
+    stats->timer_wakes    = atomic_load(&ctx->engine_timer_wakes);
+    stats->doorbell_wakes = atomic_load(&ctx->engine_db_wakes);
+    stats->passes         = atomic_load(&ctx->engine_passes);
+    return 0;
+}

@@ -1,0 +1,94 @@
+/*
+ * Software NIC: the device's engine thread (SOFTNIC_PROGRESS_THREAD), its
+ * doorbell and the device lock (softnic_engine.c; docs/soft-device.md,
+ * "The engine").  Included by softnic_int.h.
+ *
+ * Inline (the default), none of this runs: the work is done in the polls
+ * of the CQs, the lock is never taken, and a doorbell is rung only at a
+ * peer that has an engine (one load otherwise).
+ */
+#ifndef SOFTNIC_ENGINE_H_
+#define SOFTNIC_ENGINE_H_
+
+#pragma GCC visibility push(hidden)
+
+/* How long the engine spins on an empty round before it sleeps */
+#define SN_ENGINE_SPIN_NS      (50ull * 1000)
+
+/* The device lock: taken by the verbs that change what the engine works
+ * on, and by the engine for each round of its work; never inline */
+static inline void sn_ctx_lock(sn_context_t *ctx)
+{
+    if (ctx->threaded) {
+        pthread_mutex_lock(&ctx->lock);
+    }
+}
+
+static inline void sn_ctx_unlock(sn_context_t *ctx)
+{
+    if (ctx->threaded) {
+        pthread_mutex_unlock(&ctx->lock);
+    }
+}
+
+void sn_db_wake(sn_doorbell_t *db);
+
+/*
+ * Wakes the engine of the device whose segment this is, if it sleeps:
+ * called after publishing what it must see (a record in a ring it
+ * consumes, room in a ring it produces into, a connection request).  The
+ * fence orders our publication before the look at its state, as the engine
+ * announces its sleep before it looks for work a last time: one of the two
+ * sees the other.
+ */
+static inline void sn_db_ring(sn_dev_seg_t *seg)
+{
+    sn_doorbell_t *db = &seg->db;
+
+    if (sn_likely(!atomic_load_explicit(&db->engine, memory_order_relaxed))) {
+        return;
+    }
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&db->sleep, memory_order_relaxed) !=
+        SN_DB_AWAKE) {
+        sn_db_wake(db);
+    }
+}
+
+/* A QP rings its peer's device for what it produced (records in the
+ * peer's ring) or consumed (room in the ring the peer produces into) since
+ * it last did */
+static inline void sn_qp_ring_peer(sn_qp_t *qp)
+{
+    if ((qp->peer != NULL) && ((qp->db_out_tail != qp->out_tail) ||
+                               (qp->db_in_head != qp->in_head))) {
+        qp->db_out_tail = qp->out_tail;
+        qp->db_in_head  = qp->in_head;
+        sn_db_ring(qp->peer->seg);
+    }
+}
+
+/* After a verb that gave the local engine work: wakes it if it sleeps
+ * (if only_idle, only when it sleeps without its liveness timer) */
+static inline void sn_ctx_kick(sn_context_t *ctx, bool only_idle)
+{
+    uint32_t state;
+
+    if (!ctx->threaded) {
+        return;
+    }
+    state = atomic_load_explicit(&ctx->seg->db.sleep, memory_order_relaxed);
+    if ((state == SN_DB_IDLE) || (!only_idle && (state != SN_DB_AWAKE))) {
+        sn_db_wake(&ctx->seg->db);
+    }
+}
+
+int  sn_engine_start(sn_context_t *ctx);
+void sn_engine_stop(sn_context_t *ctx);
+/* Makes the CQs' completions visible (after work done outside the
+ * engine: the test steering's steps) */
+void sn_ctx_publish(sn_context_t *ctx);
+
+#pragma GCC visibility pop
+
+#endif
