@@ -656,17 +656,19 @@ class Overlap:
             all((tl, size) in self.figures for size in self.sizes)
 
     def print_table(self):
-        print("\noverlap of one message with computation on the receiver "
-              "(test/bench/mpi_overlap,\nOpen MPI pml ucx, 2 ranks): the "
-              "receiver posts MPI_Irecv, the sender MPI_Isend,\nthe receiver "
-              "computes max(1.25 x transfer, %g us) without MPI calls,\nthen "
-              "MPI_Wait; overlap = (transfer + compute - total) / transfer, "
-              "0 to 100 %% (raw value after it);\nmedians of %d "
-              "(%d run%s of %d repetitions); this host: %d CPUs (nproc): two "
-              "ranks\nbusy-poll on them, and in thread mode each rank's "
-              "engine thread too" %
-              (self.floor, self.runs * self.repeat, self.runs,
-               "s" if self.runs > 1 else "", self.repeat, nproc()))
+        import textwrap
+        print("\n" + textwrap.fill(
+            "overlap of one message with computation on the receiver "
+            "(test/bench/mpi_overlap, Open MPI pml ucx, 2 ranks): the "
+            "receiver posts MPI_Irecv, the sender MPI_Isend, the receiver "
+            "computes max(1.25\0x\0transfer,\0%g\0us) without MPI calls, then "
+            "MPI_Wait; overlap = (transfer + compute - total) / transfer, 0 "
+            "to 100 %% (raw value after it); medians of %d (%d run%s of %d "
+            "repetitions); this host: %d CPUs (nproc): two ranks busy-poll "
+            "on them, and in thread mode each rank's engine thread too" %
+            (self.floor, self.runs * self.repeat, self.runs,
+             "s" if self.runs > 1 else "", self.repeat, nproc()),
+            79).replace("\0", " "))
         for note in self.notes:
             print(note)
         cells = {}
