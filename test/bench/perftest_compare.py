@@ -511,6 +511,7 @@ class Overlap:
         self.failures = {}      # tl: why (the first failed run)
         self.unavailable = {}   # tl: why it was not run
         self.notes = []
+        self.others = None      # other processes' share of the CPUs
         self.soft_progress = True
         known = soft_progress_known(args.module)
         if not known:
@@ -563,6 +564,7 @@ class Overlap:
             progress.note(note)
         for tl, why in self.unavailable.items():
             progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
+        cpu_use = CpuUse()
         for run in range(self.runs):
             for tl in self.run_tls():
                 if tl in self.failures or tl in self.unavailable:
@@ -571,6 +573,7 @@ class Overlap:
                 if why:
                     self.failures[tl] = why
                     progress.note("FAILED: overlap over %s: %s" % (tl, why))
+        self.others = cpu_use.others_share()
 
     def run_one(self, tl, run, progress):
         """One mpirun; returns why it failed, or None."""
@@ -669,6 +672,14 @@ class Overlap:
             (self.floor, self.runs * self.repeat, self.runs,
              "s" if self.runs > 1 else "", self.repeat, nproc()),
             79).replace("\0", " "))
+        if self.others is not None:
+            print("other processes used %.0f%% of the CPUs during these runs%s"
+                  % (100 * self.others, "" if self.others <= 0.1 else
+                     ":\nthe figures are not to be trusted: a rank waiting "
+                     "for a message yields its core\n(mpi_yield_when_idle), "
+                     "a computing one does not, so the transfer alone loses\n"
+                     "time slices to other processes that the overlapped one "
+                     "keeps"))
         for note in self.notes:
             print(note)
         cells = {}
