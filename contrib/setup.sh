@@ -5,8 +5,10 @@
 #   contrib/setup.sh [build]    install deps, fetch UCX source, configure, build
 #   contrib/setup.sh demo       ... then show the module loaded into ucx_info
 #                               and benchmark rc_tm against UCX's sm (the
-#                               reference), posix and tcp, and deep receive
-#                               queues (tables, and a plot in build/demo/)
+#                               reference), posix and tcp, deep receive
+#                               queues, and the overlap of a message with
+#                               computation under Open MPI (tables, and a
+#                               plot in build/demo/)
 #   contrib/setup.sh check      ... then run the whole test suite (make check),
 #                               the Debian package built, installed and
 #                               checked, and the googletest programs once more
@@ -258,9 +260,11 @@ run_demo() {
         /error handling/ { show = 0 }
         show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
     # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
-    log "benchmark: Debian's ucx_perftest over rc_tm, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix (2 minutes on an idle 2-core machine)"
+    log "benchmark: Debian's ucx_perftest over rc_tm, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix, then overlap with computation (mpi_overlap under mpirun) over rc_tm with its engine thread and inline, sm and posix (3 minutes on an idle 2-core machine)"
+    log "this host: $(nproc) CPUs (nproc)"
     /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
         --deep-queue "$build/test/bench/ucp_deep_queue" \
+        --overlap "$build/test/bench/mpi_overlap" \
         --png "$out/perftest.png" | tee "$out/perftest.txt"
     log "table: $out/perftest.txt"
     log "plot:  $out/perftest.png"

@@ -14,11 +14,21 @@ deep posted receive queues through UCP (rc_tm, sm and posix by default, 1k,
 16k and 64k receives): a second table, with each transport's ratio to every
 one listed after it, and a panel of its own in the plot.
 
+With --overlap (the build's test/bench/mpi_overlap) it measures how much
+of one message's transfer overlaps computation on the receiver, through
+Open MPI's pml ucx (mpirun -np 2): rc_tm with its software NIC's engine
+thread and inline, sm and posix by default, at 8 B, 64 KiB, 1 MiB and 4 MiB;
+a table and a panel of its own.  A build of rc_tm without the engine thread
+(no UCX_RC_TM_SOFT_PROGRESS in its configuration) prints "thread mode not
+available in this build" for rc_tm_thread and runs rc_tm_inline without the
+variable (inline is then its only mode).
+
 Every cell must succeed: a failed or timed-out run is reported with its
 output, its cell prints "failed", and the exit status is 1.
 
     perftest_compare.py --module build/src/uct/rc_tm/.libs/libuct_rc_tm.so \\
                         --deep-queue build/test/bench/ucp_deep_queue \\
+                        --overlap build/test/bench/mpi_overlap \\
                         --png perftest.png
 """
 
@@ -441,6 +451,274 @@ class DeepQueue:
         return 0
 
 
+# The overlap benchmark's transports: UCX_TLS, and the software NIC's
+# progress mode (UCX_RC_TM_SOFT_PROGRESS) where rc_tm has one.  sm under
+# Open MPI's pml ucx on one host: sysv shared memory for eager messages,
+# cma's single copy for rendezvous; posix alone copies everything through
+# its FIFO.
+OVERLAP_TRANSPORTS = {
+    "rc_tm_thread": ("rc_tm", "thread"),
+    "rc_tm_inline": ("rc_tm", "inline"),
+    "sm":           ("sm", None),
+    "posix":        ("posix", None),
+    "tcp":          ("tcp", None),
+}
+SOFT_PROGRESS = "UCX_RC_TM_SOFT_PROGRESS"
+NOT_AVAILABLE = "thread mode not available in this build"
+
+
+def nproc():
+    """CPUs this process may run on, as nproc(1) counts them"""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def soft_progress_known(module):
+    """Whether the module's UCX configuration has UCX_RC_TM_SOFT_PROGRESS
+    (the software NIC's engine thread); None when ucx_info could not say."""
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = os.path.abspath(module)
+    try:
+        out = subprocess.run(["ucx_info", "-c"], env=env, capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return any(line.startswith(SOFT_PROGRESS + "=")
+               for line in out.stdout.splitlines())
+
+
+class Overlap:
+    """mpi_overlap under mpirun -np 2 (pml ucx), once per transport in each
+    of --overlap-runs rounds, transports interleaved; each run measures
+    --overlap-repeat batches per size.  Figures: transfer alone, compute
+    alone, transfer overlapped with compute (us), per repetition."""
+
+    def __init__(self, args):
+        self.program = os.path.abspath(args.overlap)
+        self.module = os.path.abspath(args.module)
+        self.tls = args.overlap_transports.split(",")
+        self.sizes = [parse_size(s) for s in args.overlap_sizes.split(",")]
+        self.runs = args.overlap_runs
+        self.repeat = args.overlap_repeat
+        self.floor = args.overlap_floor
+        self.timeout = args.overlap_timeout
+        self.mpirun = args.mpirun
+        self.figures = {}       # (tl, size): [(transfer, compute, total)]
+        self.failures = {}      # tl: why (the first failed run)
+        self.unavailable = {}   # tl: why it was not run
+        self.notes = []
+        self.others = None      # other processes' share of the CPUs
+        self.soft_progress = True
+        known = soft_progress_known(args.module)
+        if not known:
+            self.no_soft_progress("no %s in ucx_info -c with the module" %
+                                  SOFT_PROGRESS if known is False else
+                                  "ucx_info -c with the module failed")
+
+    def no_soft_progress(self, why):
+        """This build has no engine thread: thread mode is not run, inline
+        runs without the variable (the software NIC's only mode)."""
+        self.soft_progress = False
+        for tl in self.tls:
+            if OVERLAP_TRANSPORTS[tl][1] == "thread":
+                self.unavailable[tl] = why
+        if any(OVERLAP_TRANSPORTS[tl][1] == "inline" for tl in self.tls):
+            self.notes.append("rc_tm_inline: %s unset (%s):\nthe software "
+                              "NIC progresses inline, its only mode" %
+                              (SOFT_PROGRESS, why))
+
+    def run_tls(self):
+        return [tl for tl in self.tls if tl not in self.unavailable]
+
+    def steps(self):
+        return len(self.run_tls()) * self.runs * len(self.sizes) * \
+            self.repeat
+
+    def command(self, tl):
+        ucx_tls, mode = OVERLAP_TRANSPORTS[tl]
+        cmd = [self.mpirun, "--mca", "pml", "ucx",
+               "--mca", "pml_ucx_tls", "any",
+               "--mca", "pml_ucx_devices", "any",
+               "--mca", "btl", "self", "--mca", "mpi_yield_when_idle", "1",
+               "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd += ["-x", "LD_PRELOAD=" + self.module, "-x", "UCX_TLS=" + ucx_tls]
+        if mode and self.soft_progress:
+            cmd += ["-x", "%s=%s" % (SOFT_PROGRESS, mode)]
+        cmd += ["-np", "2", self.program, "-R", "-r", str(self.repeat),
+                "-f", "%g" % self.floor,
+                "-s", ",".join(str(size) for size in self.sizes)]
+        return cmd
+
+    def run(self, progress):
+        example = self.command(self.run_tls()[0] if self.run_tls()
+                               else self.tls[0])
+        progress.note("overlap: %s (per transport UCX_TLS and %s)" %
+                      (" ".join(example), SOFT_PROGRESS))
+        for note in self.notes:
+            progress.note(note)
+        for tl, why in self.unavailable.items():
+            progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
+        cpu_use = CpuUse()
+        for run in range(self.runs):
+            for tl in self.run_tls():
+                if tl in self.failures or tl in self.unavailable:
+                    continue
+                why = self.run_one(tl, run, progress)
+                if why:
+                    self.failures[tl] = why
+                    progress.note("FAILED: overlap over %s: %s" % (tl, why))
+        self.others = cpu_use.others_share()
+
+    def run_one(self, tl, run, progress):
+        """One mpirun; returns why it failed, or None."""
+        try:
+            proc = subprocess.Popen(self.command(tl), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            return "%s: %s" % (self.mpirun, err)
+        other = []
+        # stdout is a few kB: reading stderr to its end first cannot block
+        timer = threading.Timer(self.timeout, proc.kill)
+        timer.start()
+        try:
+            for line in proc.stderr:
+                if line.startswith("rep "):
+                    progress.step("overlap run %d/%d  %-12s %s" %
+                                  (run + 1, self.runs, tl, line.strip()))
+                elif line.strip():
+                    other.append(line)
+            out = proc.stdout.read()
+            proc.wait()
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+        text = out + "".join(other)
+        if self.soft_progress and OVERLAP_TRANSPORTS[tl][1] and \
+                "unused env variable" in text and SOFT_PROGRESS in text:
+            # the variable reached UCX, which does not know it: this run's
+            # figures are not those of the mode asked for
+            self.no_soft_progress("UCX warned that %s is unused" %
+                                  SOFT_PROGRESS)
+            progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE,
+                                           self.unavailable.get(tl) or
+                                           "inline again without it"))
+            if OVERLAP_TRANSPORTS[tl][1] == "thread":
+                progress.total -= (self.runs - run - 1) * len(self.sizes) * \
+                    self.repeat
+                return None
+            progress.total += len(self.sizes) * self.repeat
+            return self.run_one(tl, run, progress)
+        if proc.returncode != 0:
+            return ("timed out after %g s" % self.timeout
+                    if timed_out and proc.returncode < 0 else
+                    describe_failure("mpirun exited with status %d" %
+                                     proc.returncode, text))
+        rows = {}
+        for line in out.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.split(",")
+            try:
+                size, rep = int(fields[0]), int(fields[1])
+                values = tuple(float(f) for f in fields[2:])
+            except (ValueError, IndexError):
+                return describe_failure("a line mpi_overlap -R does not "
+                                        "print: %r" % line, text)
+            if (len(values) != 3 or size not in self.sizes or
+                    not 1 <= rep <= self.repeat or (size, rep) in rows or
+                    min(values) <= 0):
+                return describe_failure("a line mpi_overlap -R does not "
+                                        "print: %r" % line, text)
+            rows[(size, rep)] = values
+        if len(rows) != len(self.sizes) * self.repeat or \
+                "# mpi_overlap: OK" not in out:
+            return describe_failure("mpi_overlap printed %d of %d figures" %
+                                    (len(rows), len(self.sizes) *
+                                     self.repeat), text)
+        for (size, _), values in sorted(rows.items()):
+            self.figures.setdefault((tl, size), []).append(values)
+        return None
+
+    def medians(self, tl, size):
+        """(transfer, compute, total, overlap) from the medians"""
+        rows = self.figures[(tl, size)]
+        transfer, compute, total = (statistics.median(r[i] for r in rows)
+                                    for i in range(3))
+        return transfer, compute, total, \
+            (transfer + compute - total) / transfer
+
+    def shown(self, tl):
+        return tl not in self.unavailable and tl not in self.failures and \
+            all((tl, size) in self.figures for size in self.sizes)
+
+    def print_table(self):
+        import textwrap
+        print("\n" + textwrap.fill(
+            "overlap of one message with computation on the receiver "
+            "(test/bench/mpi_overlap, Open MPI pml ucx, 2 ranks): the "
+            "receiver posts MPI_Irecv, the sender MPI_Isend, the receiver "
+            "computes max(1.25\0x\0transfer,\0%g\0us) without MPI calls, then "
+            "MPI_Wait; overlap = (transfer + compute - total) / transfer, 0 "
+            "to 100 %% (raw value after it); medians of %d (%d run%s of %d "
+            "repetitions); this host: %d CPUs (nproc): two ranks busy-poll "
+            "on them, and in thread mode each rank's engine thread too" %
+            (self.floor, self.runs * self.repeat, self.runs,
+             "s" if self.runs > 1 else "", self.repeat, nproc()),
+            79).replace("\0", " "))
+        if self.others is not None:
+            print("other processes used %.0f%% of the CPUs during these runs%s"
+                  % (100 * self.others, "" if self.others <= 0.1 else
+                     ":\nthe figures are not to be trusted: a rank waiting "
+                     "for a message yields its core\n(mpi_yield_when_idle), "
+                     "a computing one does not, so the transfer alone loses\n"
+                     "time slices to other processes that the overlapped one "
+                     "keeps"))
+        for note in self.notes:
+            print(note)
+        cells = {}
+        for tl in self.tls:
+            for size in self.sizes:
+                if tl in self.unavailable:
+                    cells[(tl, size)] = ("not available",) * 2
+                elif not self.shown(tl):
+                    cells[(tl, size)] = ("failed",) * 2
+                else:
+                    t, c, x, ov = self.medians(tl, size)
+                    cells[(tl, size)] = (
+                        "%.0f%% (%.2f)" % (100 * min(1.0, max(0.0, ov)), ov),
+                        "%s/%s/%s" % (time_text(t), time_text(c),
+                                      time_text(x)))
+        width = max(14, max(len(text) + 2 for text in
+                            self.tls + [t for cell in cells.values()
+                                        for t in cell]))
+        for index, title in ((0, "overlap, higher is better"),
+                             (1, "transfer/compute/total (us)")):
+            print("\n%s" % title)
+            print("%-9s" % "size" + "".join("%*s" % (width, tl)
+                                             for tl in self.tls))
+            for size in self.sizes:
+                print("%-9s" % size_name(size) +
+                      "".join("%*s" % (width, cells[(tl, size)][index])
+                              for tl in self.tls))
+        for tl, why in self.unavailable.items():
+            print("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
+        for tl, why in self.failures.items():
+            print("%s failed: %s" % (tl, why))
+        return len(self.failures)
+
+
+def time_text(us):
+    return "%.2f" % us if us < 10 else "%.1f" % us if us < 100 else \
+        "%.0f" % us
+
+
 def ucx_version(args):
     try:
         out = subprocess.run(["ucx_info", "-v"], capture_output=True,
@@ -488,6 +766,24 @@ def main():
                         help="deep queue message size")
     parser.add_argument("--deep-timeout", type=float, default=600,
                         help="seconds the deep queue run may take")
+    parser.add_argument("--overlap", metavar="PROGRAM",
+                        help="the build's test/bench/mpi_overlap: adds the "
+                             "overlap of a message with computation (Open "
+                             "MPI, pml ucx)")
+    parser.add_argument("--overlap-transports",
+                        default="rc_tm_thread,rc_tm_inline,sm,posix",
+                        help="of %s" % ", ".join(OVERLAP_TRANSPORTS))
+    parser.add_argument("--overlap-sizes", default="8,64k,1m,4m")
+    parser.add_argument("--overlap-runs", type=int, default=3,
+                        help="mpirun runs per transport, interleaved")
+    parser.add_argument("--overlap-repeat", type=int, default=5,
+                        help="repetitions within a run (at least 5); "
+                             "medians over all runs' repetitions")
+    parser.add_argument("--overlap-floor", type=float, default=10,
+                        help="least compute time (us)")
+    parser.add_argument("--overlap-timeout", type=float, default=300,
+                        help="seconds one mpirun may take")
+    parser.add_argument("--mpirun", default="mpirun")
     args = parser.parse_args()
 
     tests = [test for test in args.tests.split(",") if test]
@@ -516,6 +812,19 @@ def main():
         if args.deep_repeat < 1:
             parser.error("--deep-repeat must be at least 1")
         deep = DeepQueue(args)
+    overlap = None
+    if args.overlap:
+        for tl in args.overlap_transports.split(","):
+            if tl not in OVERLAP_TRANSPORTS:
+                parser.error("unknown overlap transport %s (known: %s)" %
+                             (tl, ", ".join(OVERLAP_TRANSPORTS)))
+        if not os.access(args.overlap, os.X_OK):
+            parser.error("%s not found (build it: make test/bench/"
+                         "mpi_overlap)" % args.overlap)
+        if args.overlap_runs < 1 or args.overlap_repeat < 5:
+            parser.error("--overlap-runs must be at least 1, "
+                         "--overlap-repeat at least 5")
+        overlap = Overlap(args)
 
     sys.stderr.write("each run: UCX_TLS=<transport> LD_PRELOAD=%s\n"
                      "  server: %s -t <test> -s <size> -n <n> -w <n/10> "
@@ -525,7 +834,8 @@ def main():
     cells = {(test, size, tl): Cell(test, size)
              for test in tests for size in sizes for tl in tls}
     progress = Progress(len(cells) * args.repeat +
-                        (deep.steps() if deep else 0))
+                        (deep.steps() if deep else 0) +
+                        (overlap.steps() if overlap else 0))
     cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
@@ -560,18 +870,24 @@ def main():
         deep.run(progress)
         if deep.failure:
             progress.note("FAILED: deep queues: %s" % deep.failure)
+    if overlap:
+        overlap.run(progress)
     progress.finish()
 
     failed = print_table(args, tests, sizes, tls, cells, cpu_use)
     deep_failed = deep.print_table() if deep else 0
+    overlap_failed = overlap.print_table() if overlap else 0
     if args.png:
-        plot(args, tests, sizes, tls, cells, deep)
+        plot(args, tests, sizes, tls, cells, deep, overlap)
         print("\nplot: %s" % os.path.abspath(args.png))
     if failed:
         print("\n%d of %d cells failed" % (failed, len(cells)))
     if deep_failed:
         print("\nthe deep queue run failed")
-    return 1 if failed or deep_failed else 0
+    if overlap_failed:
+        print("\nthe overlap runs failed over %d transport%s" %
+              (overlap_failed, "s" if overlap_failed > 1 else ""))
+    return 1 if failed or deep_failed or overlap_failed else 0
 
 
 PLOT_STYLES = {"rc_tm": ("tab:red", "o", "-"),
@@ -604,13 +920,16 @@ def style_axes(top, bottom, xs, xnames, reference):
         ax.grid(True, which="major", alpha=0.35)
 
 
-def plot(args, tests, sizes, tls, cells, deep=None):
+def plot(args, tests, sizes, tls, cells, deep=None, overlap=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     deep_shown = deep is not None and not deep.failure
-    columns = len(tests) + (1 if deep_shown else 0)
+    overlap_tls = [tl for tl in overlap.tls if overlap.shown(tl)] \
+        if overlap else []
+    columns = len(tests) + (1 if deep_shown else 0) + \
+        (1 if overlap_tls else 0)
     if not columns:
         return
     plt.rcParams.update({"font.size": 11})
@@ -642,7 +961,7 @@ def plot(args, tests, sizes, tls, cells, deep=None):
         bottom.set_xlabel("message size")
         top.legend(loc="upper left" if latency_test else "lower right")
     if deep_shown:
-        top, bottom = axes[0][-1], axes[1][-1]
+        top, bottom = axes[0][len(tests)], axes[1][len(tests)]
         for tl in deep.tls:
             ys = [deep.median(d, tl) for d in deep.depths]
             plot_line(top, bottom, tl, deep.depths, ys,
@@ -661,14 +980,25 @@ def plot(args, tests, sizes, tls, cells, deep=None):
         top.set_ylabel("ns per message")
         bottom.set_xlabel("receives posted")
         top.legend(loc="upper left")
-    title = ("ucx_perftest %s, server and client on one host: rc_tm "
-             "(software TM-SRQ) vs UCX %s; medians of %d runs" %
-             (ucx_version(args),
-              transport_list([t for t in tls if t != "rc_tm"]), args.repeat))
+    if overlap_tls:
+        plot_overlap(axes[0][-1], axes[1][-1], overlap, overlap_tls)
+    lines = []
+    if tests:
+        lines.append("ucx_perftest %s, server and client on one host: rc_tm "
+                     "(software TM-SRQ) vs UCX %s; medians of %d runs" %
+                     (ucx_version(args),
+                      transport_list([t for t in tls if t != "rc_tm"]),
+                      args.repeat))
     if deep_shown:
-        title += "\ndeep receive queues: ucp_deep_queue, medians of %d runs" \
-            % deep.repeat
-    fig.suptitle(title)
+        lines.append("deep receive queues: ucp_deep_queue, medians of %d runs"
+                     % deep.repeat)
+    if overlap_tls:
+        lines.append("overlap: mpi_overlap under Open MPI (pml ucx), 2 ranks "
+                     "on %d CPUs, medians of %d" %
+                     (nproc(), overlap.runs * overlap.repeat))
+    import textwrap
+    fig.suptitle("\n".join(textwrap.fill(line, 45 * columns)
+                           for line in lines))
     fig.tight_layout()
     fig.savefig(args.png, dpi=90)
     try:
@@ -679,6 +1009,41 @@ def plot(args, tests, sizes, tls, cells, deep=None):
         small.save(args.png, optimize=True)
     except ImportError:
         pass
+
+
+def plot_overlap(top, bottom, overlap, tls):
+    """Overlap (%) on top, the transfer alone (us) below, against size"""
+    from matplotlib.ticker import FuncFormatter
+    styles = {"rc_tm_thread": ("tab:red", "o", "-"),
+              "rc_tm_inline": ("tab:purple", "v", "--")}
+    xs = overlap.sizes
+    for tl in tls:
+        color, marker, line = styles.get(tl) or PLOT_STYLES.get(
+            tl, (None, "x", "-"))
+        figures = [overlap.medians(tl, size) for size in xs]
+        top.plot(xs, [100 * min(1.0, max(0.0, f[3])) for f in figures],
+                 color=color, marker=marker, linestyle=line, linewidth=2,
+                 label=tl)
+        bottom.plot(xs, [f[0] for f in figures], color=color, marker=marker,
+                    linestyle=line, linewidth=2, label=tl)
+    for tl in overlap.tls:
+        if tl in overlap.unavailable:
+            top.plot([], [], " ", label="%s: not available" % tl)
+    top.set_ylim(-5, 105)
+    top.set_ylabel("overlap (%)")
+    top.set_title("overlap with computation (MPI):\n"
+                  "higher is better")
+    top.legend(loc="upper right", fontsize=9)
+    bottom.set_yscale("log")
+    bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    bottom.set_ylabel("transfer alone (usec)")
+    bottom.set_xscale("log", base=2)
+    bottom.set_xticks(xs)
+    bottom.set_xticklabels([short_size_name(size) for size in xs])
+    bottom.minorticks_off()
+    bottom.set_xlabel("message size")
+    for ax in (top, bottom):
+        ax.grid(True, which="major", alpha=0.35)
 
 
 def transport_list(names):

@@ -38,10 +38,11 @@ test/mpi/alltoall: $(srcdir)/test/mpi/alltoall.c
 
 # 'make check-mpi' runs the MPI tests alone ('make check-mpi
 # MPI_TESTS="order flood"' some of them)
-check-mpi: $(MPI_TEST_BINS) src/uct/rc_tm/libuct_rc_tm.la
+check-mpi: $(MPI_TEST_BINS) test/bench/mpi_overlap src/uct/rc_tm/libuct_rc_tm.la
 	@MPIRUN='$(MPIRUN)' \
 	RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
 	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
+	RC_TM_BENCH_BINDIR='$(abs_top_builddir)/test/bench' \
 	$(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS)
 
 # and once more with the software NIC's engine thread

@@ -7,6 +7,7 @@
 #   MPIRUN             mpirun of Open MPI 4.1 (pml ucx)
 #   RC_TM_MODULE       the module to LD_PRELOAD (.../.libs/libuct_rc_tm.so)
 #   RC_TM_MPI_BINDIR   where the programs are (and their logs go)
+#   RC_TM_BENCH_BINDIR where test/bench/mpi_overlap is (default: BINDIR/../bench)
 #   RC_TM_MPI_TIMEOUT  seconds one program may take (default 120)
 #   RC_TM_MPI_SOFT_PROGRESS  inline or thread: UCX_RC_TM_SOFT_PROGRESS of
 #                      the ranks (default: UCX's default); the checks of
@@ -15,6 +16,7 @@
 
 MPIRUN=${MPIRUN:-mpirun}
 BINDIR=${RC_TM_MPI_BINDIR:-.}
+BENCHDIR=${RC_TM_BENCH_BINDIR:-$BINDIR/../bench}
 TIMEOUT=${RC_TM_MPI_TIMEOUT:-120}
 MODULE=${RC_TM_MODULE:?RC_TM_MODULE must name libuct_rc_tm.so}
 PROGRESS=${RC_TM_MPI_SOFT_PROGRESS:-}
@@ -44,9 +46,57 @@ probe          3 probe
 ssend          2 ssend
 truncate       2 truncate
 alltoall       8 alltoall
+overlap        2 mpi_overlap
+overlap_sm     2 mpi_overlap
 nomodule       2 pingpong
 othertransport 2 pingpong
 '
+
+# overlap and overlap_sm: the overlap benchmark (test/bench/mpi_overlap)
+# at a few iterations, over rc_tm and over sm, not timed: it must complete,
+# receive the right data (it checks it), and print well-formed figures.
+OVERLAP_ARGS='-R -r 2 -n 3 -w 2 -b 0.001 -f 20 -s 8,64k,1m,4m'
+OVERLAP_SIZES='8 65536 1048576 4194304'
+OVERLAP_REPS=2
+OVERLAP_FLOOR=20
+
+# Why the output of mpi_overlap $OVERLAP_ARGS is not what it must be
+# (nothing when it is): the header, for every size and repetition one line
+# of three positive figures, the busy loop at least a quarter of its floor
+# (a loop the compiler removed would take nothing), the closing OK line.
+check_overlap_output() {
+    awk -v sizes="$OVERLAP_SIZES" -v reps=$OVERLAP_REPS \
+        -v floor=$OVERLAP_FLOOR '
+        BEGIN { n = split(sizes, want, " ") }
+        /^# size,repetition,transfer_us,compute_us,total_us$/ { header = 1 }
+        /^# mpi_overlap: OK$/ { ok = 1 }
+        /^[0-9]/ {
+            f = split($0, v, ",")
+            if (f != 5) { print "not 5 fields: " $0; bad = 1; next }
+            for (i = 3; i <= 5; i++)
+                if (v[i] !~ /^[0-9]+\.[0-9]+$/ || v[i] + 0 <= 0) {
+                    print "not a positive figure: " $0; bad = 1; next
+                }
+            if (v[4] < floor / 4) {
+                print "busy loop shorter than a quarter of " floor " us: " $0
+                bad = 1
+            }
+            if (seen[v[1] "," v[2]]++) { print "twice: " $0; bad = 1 }
+            rows++
+        }
+        END {
+            if (!header) { print "no header line"; bad = 1 }
+            for (i = 1; i <= n; i++)
+                for (r = 1; r <= reps; r++)
+                    if (!((want[i] "," r) in seen)) {
+                        print "no figures for size " want[i] " repetition " r
+                        bad = 1
+                    }
+            if (rows != n * reps) { print rows " figure lines, not " n * reps; bad = 1 }
+            if (!ok) { print "no OK line"; bad = 1 }
+            exit bad
+        }' "$1" | head -n 5
+}
 
 # The last two check the checks: they must fail, and say why.
 #   nomodule: no LD_PRELOAD (UCX over tcp): "rc_tm module is not loaded"
@@ -95,6 +145,15 @@ while read -r name np prog extra; do
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=tcp $extra \
             "$BINDIR/$prog" >"$log" 2>&1 ;;
+    overlap|overlap_sm)
+        # UCX's log names the transports of the endpoints: rc_tm must
+        # carry the tagged messages of the first
+        tls=rc_tm
+        [ "$name" = overlap_sm ] && tls=sm
+        # shellcheck disable=SC2086
+        mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=$tls \
+            -x UCX_LOG_LEVEL=info $extra \
+            "$BENCHDIR/$prog" $OVERLAP_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=rc_tm $extra \
@@ -108,6 +167,13 @@ while read -r name np prog extra; do
             why="timed out after ${TIMEOUT}s"
         elif [ $rc -ne 0 ]; then
             why="exit status $rc"
+        elif [ "$prog" = mpi_overlap ]; then
+            why=$(grep -v '^\[' "$log" | check_overlap_output /dev/stdin)
+            if [ -z "$why" ] && [ "$name" = overlap ] &&
+                ! grep -q 'ep_cfg\[[0-9]*\]: tag(rc_tm/' "$log"; then
+                why="UCX's log names no rc_tm endpoint for tagged messages"
+            fi
+            [ -z "$why" ] || why="output: $(echo "$why" | tr '\n' ';')"
         elif ! grep -q "^$prog: OK" "$log"; then
             why="no OK line"
         fi
