@@ -81,15 +81,24 @@ unsigned sn_cq_work(sn_cq_t *cq)
     return sn_cq_run(cq);
 }
 
-/* Inline, a poll does the NIC's work first; with an engine the poll only
- * reads what the engine published */
+/* Inline, a poll does the NIC's work first; with an engine the poll reads
+ * what the engine published, and when that is nothing it lends the device
+ * its thread (sn_engine_assist) */
 static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
 {
-    if (!sn_ctx(cq->ex.context)->threaded) {
+    sn_context_t *ctx = sn_ctx(cq->ex.context);
+    uint32_t ready;
+
+    if (!ctx->threaded) {
         sn_cq_run(cq);
         cq->ready = cq->tail;
         return cq->tail;
     }
+    ready = __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
+    if (cq->head != ready) {
+        return ready;
+    }
+    sn_engine_assist(ctx);
     return __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
 }
 

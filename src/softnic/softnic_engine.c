@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -67,8 +68,9 @@ void sn_ctx_publish(sn_context_t *ctx)
     }
 }
 
-/* One round of the device's work; *waiting: a QP waits on its peer */
-static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
+/* One round of the device's work, the lock held; *waiting: a QP waits on
+ * its peer */
+static unsigned sn_engine_round_locked(sn_context_t *ctx, bool *waiting)
 {
     unsigned work = 0;
     sn_list_t *it;
@@ -76,7 +78,6 @@ static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
     sn_qp_t *qp;
 
     *waiting = false;
-    pthread_mutex_lock(&ctx->lock);
     for (it = ctx->cqs.next; it != &ctx->cqs; it = it->next) {
         cq    = sn_container_of(it, sn_cq_t, link);
         work += sn_cq_work(cq);
@@ -91,9 +92,58 @@ static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
         *waiting |= sn_qp_waits_on_peer(qp) || qp->last_wqe_due;
     }
     ctx->liveness_now = false;
+    return work;
+}
+
+static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
+{
+    unsigned work;
+
+    pthread_mutex_lock(&ctx->lock);
+    work = sn_engine_round_locked(ctx, waiting);
     pthread_mutex_unlock(&ctx->lock);
     atomic_fetch_add_explicit(&ctx->engine_passes, 1, memory_order_relaxed);
     return work;
+}
+
+/*
+ * A poll that found nothing lends the device its thread: one round, unless
+ * the engine is in one.  It also tells the engine that software is polling
+ * (empty_polls), and the engine stands aside meanwhile (sn_engine_park):
+ * a NIC works beside the CPU, the engine only beside whatever else runs,
+ * and where cores are few a polling thread and a spinning engine take
+ * turns at the scheduler's pace (tag_lat 8 B: 124 us against 0.3 us
+ * inline on 2 cores).  While software computes, nothing polls and the
+ * engine does all the work, as a NIC does.
+ */
+void sn_engine_assist(sn_context_t *ctx)
+{
+    bool waiting;
+
+    atomic_fetch_add_explicit(&ctx->empty_polls, 1, memory_order_relaxed);
+    if (pthread_mutex_trylock(&ctx->lock) != 0) {
+        return;                 /* the engine is at work */
+    }
+    sn_engine_round_locked(ctx, &waiting);
+    pthread_mutex_unlock(&ctx->lock);
+    atomic_fetch_add_explicit(&ctx->assists, 1, memory_order_relaxed);
+}
+
+/* Software polled since *seen: the engine sleeps SN_ENGINE_PARK_NS, not
+ * announced on the doorbell (ringing it costs nobody a system call) */
+static bool sn_engine_park(sn_context_t *ctx, uint64_t *seen)
+{
+    const struct timespec park = {.tv_sec = 0, .tv_nsec = SN_ENGINE_PARK_NS};
+    uint64_t polls = atomic_load_explicit(&ctx->empty_polls,
+                                          memory_order_relaxed);
+
+    if (polls == *seen) {
+        return false;
+    }
+    *seen = polls;
+    atomic_fetch_add_explicit(&ctx->engine_parks, 1, memory_order_relaxed);
+    nanosleep(&park, NULL);
+    return true;
 }
 
 static bool sn_engine_stopping(sn_context_t *ctx)
@@ -141,11 +191,18 @@ static void *sn_engine_main(void *arg)
 {
     sn_context_t *ctx   = arg;
     uint64_t idle_since = 0;
+    uint64_t polls_seen = 0;
     uint64_t now;
     bool waiting;
 
+    /* a park of SN_ENGINE_PARK_NS, not the default 50 us more */
+    prctl(PR_SET_TIMERSLACK, SN_ENGINE_PARK_SLACK_NS);
     while (!sn_engine_stopping(ctx)) {
         if (sn_engine_round(ctx, &waiting) != 0) {
+            idle_since = 0;
+            continue;
+        }
+        if (sn_engine_park(ctx, &polls_seen)) {
             idle_since = 0;
             continue;
         }
@@ -173,13 +230,19 @@ static void *sn_engine_main(void *arg)
 
 int sn_engine_start(sn_context_t *ctx)
 {
+    pthread_mutexattr_t attr;
     sigset_t all, old;
     int ret;
 
     if (ctx->threaded) {
         return 0;
     }
-    ret = pthread_mutex_init(&ctx->lock, NULL);
+    /* held for a round or a post: a waiter spins a little before it
+     * sleeps in the kernel */
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    ret = pthread_mutex_init(&ctx->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     if (ret != 0) {
         return ret;
     }
@@ -253,5 +316,7 @@ int softnic_test_engine_stats(struct ibv_context *context,
     stats->timer_wakes    = atomic_load(&ctx->engine_timer_wakes);
     stats->doorbell_wakes = atomic_load(&ctx->engine_db_wakes);
     stats->passes         = atomic_load(&ctx->engine_passes);
+    stats->assists        = atomic_load(&ctx->assists);
+    stats->parks          = atomic_load(&ctx->engine_parks);
     return 0;
 }

@@ -14,6 +14,10 @@
 
 /* How long the engine spins on an empty round before it sleeps */
 #define SN_ENGINE_SPIN_NS      (50ull * 1000)
+/* How long the engine stands aside while software polls (sn_engine_park),
+ * and the timer slack it asks for (the default is 50 us) */
+#define SN_ENGINE_PARK_NS      (100 * 1000)
+#define SN_ENGINE_PARK_SLACK_NS 1000
 
 /* The device lock: taken by the verbs that change what the engine works
  * on, and by the engine for each round of its work; never inline */
@@ -88,6 +92,7 @@ void sn_engine_stop(sn_context_t *ctx);
 /* Makes the CQs' completions visible (after work done outside the
  * engine: the test steering's steps) */
 void sn_ctx_publish(sn_context_t *ctx);
+void sn_engine_assist(sn_context_t *ctx);
 
 #pragma GCC visibility pop
 

@@ -208,6 +208,9 @@ struct sn_context {
     _Atomic bool       engine_stop;
     _Atomic uint64_t   engine_sleeps, engine_timer_wakes, engine_db_wakes;
     _Atomic uint64_t   engine_passes;
+    _Atomic uint64_t   empty_polls;  /* software polls that found nothing:
+                                        it is polling (sn_engine_assist) */
+    _Atomic uint64_t   assists, engine_parks;
     _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
 };
 

@@ -105,6 +105,8 @@ typedef struct softnic_engine_stats {
     uint64_t doorbell_wakes;   /* woken by a ring (not its timer) */
     uint64_t timer_wakes;
     uint64_t passes;           /* rounds over the device's work */
+    uint64_t assists;          /* rounds run by an empty poll */
+    uint64_t parks;            /* engine stood aside for a polling thread */
 } softnic_engine_stats_t;
 
 /* 0, or EINVAL on another NIC's context */

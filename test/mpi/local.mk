@@ -47,10 +47,11 @@ check-mpi: $(MPI_TEST_BINS) test/bench/mpi_overlap src/uct/rc_tm/libuct_rc_tm.la
 
 # and once more with the software NIC's engine thread
 # (UCX_RC_TM_SOFT_PROGRESS=thread): 'make check-mpi-thread'
-check-mpi-thread: $(MPI_TEST_BINS) src/uct/rc_tm/libuct_rc_tm.la
+check-mpi-thread: $(MPI_TEST_BINS) test/bench/mpi_overlap src/uct/rc_tm/libuct_rc_tm.la
 	@MPIRUN='$(MPIRUN)' \
 	RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
 	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
+	RC_TM_BENCH_BINDIR='$(abs_top_builddir)/test/bench' \
 	RC_TM_MPI_SOFT_PROGRESS=thread \
 	$(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS)
 

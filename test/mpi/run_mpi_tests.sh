@@ -131,7 +131,7 @@ while read -r name np prog extra; do
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
     if [ -n "$PROGRESS" ]; then
-        case $name in nomodule|othertransport) continue ;; esac
+        case $name in nomodule|othertransport|overlap_sm) continue ;; esac
         extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
     fi
     log="$BINDIR/$name${PROGRESS:+.$PROGRESS}.mpilog"

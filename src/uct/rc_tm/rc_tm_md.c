@@ -73,9 +73,12 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "placement, rendezvous reads, send completions).\n"
      " inline - in the polls of its completion queues, on the thread that\n"
      "          progresses the interface\n"
-     " thread - on the device's own engine thread, as a NIC does: it spins\n"
-     "          briefly when idle, then sleeps until a peer or the local\n"
-     "          software rings its doorbell",
+     " thread - on the device's own engine thread, as a NIC does, while\n"
+     "          software computes; a poll that finds nothing runs the work\n"
+     "          itself and the engine stands aside. Idle, the engine spins\n"
+     "          briefly, then sleeps until a peer or the local software\n"
+     "          rings its doorbell. Pays off where the engine has a core of\n"
+     "          its own.",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_progress),
      UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_progress_names)},
 

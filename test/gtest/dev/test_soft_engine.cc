@@ -28,7 +28,9 @@ std::string describe(const softnic_engine_stats_t &st)
            std::to_string(st.sleeps) + ", doorbell wakes " +
            std::to_string(st.doorbell_wakes) + ", timer wakes " +
            std::to_string(st.timer_wakes) + ", rounds " +
-           std::to_string(st.passes);
+           std::to_string(st.passes) + ", assists " +
+           std::to_string(st.assists) + ", parks " +
+           std::to_string(st.parks);
 }
 
 unsigned cq_pending(node &n)
@@ -163,6 +165,29 @@ TEST_F(soft_engine, sleeps_until_its_doorbell_rings)
     ASSERT_EQ(0, r.add_tag(0x1, ~0ull, tbuf, 64, 5, 0, nullptr, 2));
     ASSERT_TRUE(eventually([&] { return cq_pending(r) == 1; }));
     EXPECT_GT(engine_stats(r).doorbell_wakes, before.doorbell_wakes);
+}
+
+/* Software that polls and finds nothing runs a round of the device's work
+ * itself, and the engine stands aside while it polls (on a machine with
+ * fewer cores than busy threads the two would take turns at the
+ * scheduler's pace); a message still completes */
+TEST_F(soft_engine, a_polling_thread_works_and_the_engine_stands_aside)
+{
+    softnic_engine_stats_t before = engine_stats(r), st;
+
+    r.post_rbufs(2, 256, 100);
+    ASSERT_TRUE(eventually([&] {
+        r.poll();
+        st = engine_stats(r);
+        return (st.parks > before.parks) && (st.assists > before.assists);
+    })) << describe(st);
+
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "polled"), 1));
+    ASSERT_TRUE(eventually([&] {
+        r.poll();
+        return !r.wcs.empty();
+    })) << describe(engine_stats(r));
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, r.wcs.front().opcode);
 }
 
 /* A send its peer does not take (no untagged buffer: RNR) keeps the
