@@ -6,7 +6,8 @@ host) for each test, message size and transport, interleaving transports
 within every repetition so they share the machine's noise, and prints the
 median of each figure with its ratio to the reference transport measured in
 the same run: sm by default, what UCX picks on one host when no transport is
-named (posix shared memory with cma single-copy rendezvous).  Optionally
+named (shared memory, sysv or posix as UCP chooses, with cma single-copy
+rendezvous).  Optionally
 writes a latency/bandwidth plot (PNG).
 
 With --deep-queue (the build's test/bench/ucp_deep_queue) it then measures
