@@ -229,6 +229,12 @@ TEST_F(rc_tm_tx_moderation, streams_in_both_directions_never_stall)
 TEST_F(rc_tm_tx_moderation, silent_sends_hold_cq_entries_and_get_them_back)
 {
     open({}, {{"TX_QUEUE_LEN", "100"}, {"TX_CQ_MODERATION", "64"}});
+    if (soft_thread()) {
+        /* the receiver's NIC would take the sends on its own thread, and
+         * the sender's polls get their entries back at any moment */
+        GTEST_SKIP() << "holds sends in flight by not progressing the "
+                        "receiver: inline progress only";
+    }
     size_t delivered = 0;
 
     for (int round = 0; round < 3; ++round) {
