@@ -205,6 +205,7 @@ struct sn_context {
     pthread_mutex_t    lock;         /* the engine's work vs the verbs */
     pthread_t          engine;
     pid_t              engine_pid;   /* a forked child has no engine */
+    int                creator_cpu;  /* where the engine's creator ran */
     _Atomic bool       engine_stop;
     _Atomic uint64_t   engine_sleeps, engine_timer_wakes, engine_db_wakes;
     _Atomic uint64_t   engine_passes;
