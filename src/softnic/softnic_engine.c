@@ -193,9 +193,9 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
  * it may run elsewhere, as a NIC works beside the CPU that posts to it:
  * while that thread computes, a woken engine would otherwise queue behind
  * it on its CPU until the scheduler moves one of them.  On 2 CPUs (two
- * ranks, two engines) mpi_overlap's 4 MiB overlap read 0-94 % from run to
- * run without this, 98-100 % with it.  A thread bound to one CPU leaves
- * its engine there.
+ * ranks, two engines) mpi_overlap's 4 MiB overlap read 0-100 % from run to
+ * run without this (five runs), 98-100 % with it (three).  A thread bound
+ * to one CPU leaves its engine there.
  */
 static void sn_engine_leave_cpu(int cpu)
 {
