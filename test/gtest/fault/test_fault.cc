@@ -13,6 +13,7 @@
 #include "../uct/uct_fixture.h"
 
 #include "../common/softnic_steer.h"
+#include "../common/ucx_log_capture.h"
 #include <dev/tm_dev.h>
 
 #include <ucs/debug/log_def.h>
@@ -130,65 +131,6 @@ struct guarded_buffer {
     uct_rkey_bundle_t  m_rkey;
 };
 
-/* Error messages UCX logs while it exists (kept out of the test output) */
-class log_capture {
-public:
-    log_capture()
-    {
-        s_errors.clear();
-        ucs_log_push_handler(handler);
-    }
-
-    ~log_capture()
-    {
-        ucs_log_pop_handler();
-    }
-
-    /* What was logged, for failure messages */
-    std::string text() const
-    {
-        std::string all;
-        for (const std::string &e : s_errors) {
-            all += "\n  logged: " + e;
-        }
-        return all;
-    }
-
-    bool has(const std::string &text) const
-    {
-        for (const std::string &e : s_errors) {
-            if (e.find(text) != std::string::npos) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    size_t count() const { return s_errors.size(); }
-
-private:
-    static ucs_log_func_rc_t handler(const char *file, unsigned line,
-                                     const char *function,
-                                     ucs_log_level_t level,
-                                     const ucs_log_component_config_t *conf,
-                                     const char *message, va_list ap)
-    {
-        if (level > UCS_LOG_LEVEL_ERROR) {
-            return UCS_LOG_FUNC_RC_CONTINUE;
-        }
-        char text[512];
-        va_list copy;
-        va_copy(copy, ap);
-        vsnprintf(text, sizeof(text), message, copy);
-        va_end(copy);
-        s_errors.push_back(text);
-        return UCS_LOG_FUNC_RC_STOP;
-    }
-
-    static std::vector<std::string> s_errors;
-};
-
-std::vector<std::string> log_capture::s_errors;
 
 std::string tm_msg(uint8_t opcode, uint64_t tag, uint32_t app_ctx,
                    const std::string &payload)
@@ -525,7 +467,7 @@ TEST_F(rc_tm_fault, sender_killed_before_the_device_reads)
     ASSERT_TRUE(wait_peer('s'));
     kill_peer();
 
-    log_capture log;
+    ucx_log_capture log;
     softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
             << "the receive of a dead sender's rendezvous never completed";
@@ -556,7 +498,7 @@ TEST_F(rc_tm_fault, sender_killed_before_software_reads)
     ASSERT_TRUE(wait_peer('s'));
     kill_peer();
 
-    log_capture log;
+    ucx_log_capture log;
     softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
             << "the receive of a dead sender's rendezvous never completed";
@@ -595,7 +537,7 @@ TEST_F(rc_tm_fault, sender_killed_before_an_unexpected_rendezvous_is_fetched)
     ASSERT_EQ(RNDV_SIZE, m.length);
     kill_peer();
 
-    log_capture log;
+    ucx_log_capture log;
     uct_rkey_bundle_t rkey;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, m.rkey_buf.data(), &rkey));
     guarded_buffer rbuf(m_component, m_md, RNDV_SIZE, 'r');
@@ -659,7 +601,7 @@ TEST_F(rc_tm_fault, receiver_killed_while_the_sender_awaits_fin)
     }));
     kill_peer();
 
-    log_capture log;
+    ucx_log_capture log;
     EXPECT_FALSE(comp.done);
     ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
     ASSERT_TRUE(wait_for([&] { return comp.done; }))
@@ -699,7 +641,7 @@ TEST_F(rc_tm_fault, receiver_killed_holding_an_unexpected_request)
     }));
     kill_peer();
 
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
     ASSERT_TRUE(wait_for([&] { return comp.done; })) << log.text();
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
@@ -882,7 +824,7 @@ TEST_F(rc_tm_fault, stale_rkey_after_deregistration)
     uint64_t stale = remote.rkey();
     remote.dereg();
 
-    log_capture log;
+    ucx_log_capture log;
     uct_iov_t iov = local.iov(4096);
     test_completion get;
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(m_sender.eps[0], &iov, 1,
@@ -914,7 +856,7 @@ TEST_F(rc_tm_fault, rkey_out_of_range_or_wrong)
     guarded_buffer remote(m_component, m_md, 8192, 'R');
     guarded_buffer local(m_component, m_md, 8192, 'L');
 
-    log_capture log;
+    ucx_log_capture log;
     struct {
         uint64_t addr;
         size_t   length;
@@ -967,7 +909,7 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
         sbuf.dereg();
     }
 
-    log_capture log;
+    ucx_log_capture log;
     softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
     EXPECT_EQ(UCS_ERR_INVALID_ADDR, r.status);
@@ -996,7 +938,7 @@ TEST_F(rc_tm_fault, unknown_tmh_opcode_is_dropped)
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x44, 4096));
     flush(m_receiver);
 
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(0x7f, 0x44, 0, std::string(100, 'x'))));
     ASSERT_TRUE(wait_for([&] { return m_raw.sends_done(); }));
     ASSERT_TRUE(wait_for([&] { return log.has("malformed"); }));
@@ -1026,7 +968,7 @@ TEST_F(rc_tm_fault, truncated_rendezvous_header_is_dropped)
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x45, 4096));
     flush(m_receiver);
 
-    log_capture log;
+    ucx_log_capture log;
     std::string header = rvh(0x1000, 0x10001, 4096).substr(0, RVH - 4);
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_RNDV, 0x45, 1, header)));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_RNDV, 0x46, 1, "")));
@@ -1061,7 +1003,7 @@ TEST_F(rc_tm_fault, rendezvous_longer_than_the_sender_registered)
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x47, 16384));
     flush(m_receiver);
 
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_RNDV, 0x47, 1,
                                    rvh((uintptr_t)exposed.data() + 4096,
                                        mr->rkey, 8192))));
@@ -1090,7 +1032,7 @@ TEST_F(rc_tm_fault, fin_for_an_unknown_operation_is_ignored)
     const uint32_t op_id = 1u << 16;
     m_raw.open(m_sender.iface, m_sender.attr);
     std::string fin_rvh = rvh(sbuf.addr(), sbuf.rkey(), 65536);
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 0xffff, fin_rvh)));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0x48, 2u << 16, fin_rvh)));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_FIN, 0, 0x7fffffff, "")));
@@ -1136,7 +1078,7 @@ TEST_F(rc_tm_fault, active_message_with_an_unknown_id_is_dropped)
     open();
     m_raw.open(m_receiver.iface, m_receiver.attr);
 
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, 200,
                                    std::string(64, 'a'))));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, UCT_AM_ID_MAX, "")));
@@ -1159,7 +1101,7 @@ TEST_F(rc_tm_fault, message_shorter_than_its_header_is_dropped)
     open();
     m_raw.open(m_receiver.iface, m_receiver.attr);
 
-    log_capture log;
+    ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(std::string(6, 'z')));
     ASSERT_TRUE(wait_for([&] { return m_raw.sends_done(); }));
     ASSERT_TRUE(wait_for([&] { return log.has("shorter than its header"); }));

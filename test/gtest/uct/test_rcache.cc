@@ -8,6 +8,7 @@
  * interface on it.
  */
 #include "uct_fixture.h"
+#include "../common/ucx_log_capture.h"
 
 #include <ucm/api/ucm.h>
 #include <ucs/debug/log_def.h>
@@ -26,45 +27,6 @@ namespace {
 
 const uint64_t FULL_MASK = UINT64_MAX;
 
-/* Errors UCX logs while it lives (kept out of the test output) */
-class ucx_log_capture {
-public:
-    ucx_log_capture()  { s_lines.clear(); ucs_log_push_handler(handler); }
-    ~ucx_log_capture() { ucs_log_pop_handler(); }
-
-    bool has(const std::string &text) const
-    {
-        for (const std::string &line : s_lines) {
-            if (line.find(text) != std::string::npos) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-private:
-    static ucs_log_func_rc_t handler(const char *file, unsigned line,
-                                     const char *function,
-                                     ucs_log_level_t level,
-                                     const ucs_log_component_config_t *conf,
-                                     const char *message, va_list ap)
-    {
-        if (level > UCS_LOG_LEVEL_ERROR) {
-            return UCS_LOG_FUNC_RC_CONTINUE;
-        }
-        char text[512];
-        va_list copy;
-        va_copy(copy, ap);
-        vsnprintf(text, sizeof(text), message, copy);
-        va_end(copy);
-        s_lines.push_back(text);
-        return UCS_LOG_FUNC_RC_STOP;
-    }
-
-    static std::vector<std::string> s_lines;
-};
-
-std::vector<std::string> ucx_log_capture::s_lines;
 
 /* Anonymous memory of our own: no other buffer of the test shares its
  * pages, so what the cache holds for it is this test's doing alone */
