@@ -166,6 +166,31 @@ def describe_failure(what, text):
     return "%s:\n    %s" % (what, "\n    ".join(lines[-12:]) or "(no output)")
 
 
+def run_reporting(command, timeout, on_rep, stdin=None):
+    """Runs command; each stderr line starting with "rep " goes to on_rep.
+    Returns (returncode, stdout, other stderr lines, timed out), or raises
+    OSError when it cannot start.  stdout is a few kB written at the end:
+    reading stderr to its end first cannot block the program."""
+    proc = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    other = []
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stderr:
+            if line.startswith("rep "):
+                on_rep(line.strip())
+            elif line.strip():
+                other.append(line)
+        out = proc.stdout.read()
+        proc.wait()
+    finally:
+        timed_out = not timer.is_alive()
+        timer.cancel()
+    return (proc.returncode, out, "".join(other),
+            timed_out and proc.returncode < 0)
+
+
 def run_pair(args, test, size, tl, iters):
     """run_pair_once, again on another port when the one picked was taken
     meanwhile (free_port only finds a port that was free)."""
@@ -380,35 +405,19 @@ class DeepQueue:
         """Runs the program, a progress step per measurement (its stderr
         lines); on failure, says why in self.failure."""
         progress.note("deep queues: %s" % " ".join(self.command))
-        other = []
         try:
-            proc = subprocess.Popen(self.command, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+            returncode, out, other, timed_out = run_reporting(
+                self.command, self.timeout,
+                lambda rep: progress.step("deep queue " + rep))
         except OSError as err:
             self.failure = "%s: %s" % (self.command[0], err)
             return
-        # stdout holds a few kB, written at the end: reading stderr first
-        # cannot block the program
-        timer = threading.Timer(self.timeout, proc.kill)
-        timer.start()
-        try:
-            for line in proc.stderr:
-                if line.startswith("rep "):
-                    progress.step("deep queue " + line.strip())
-                elif line.strip():
-                    other.append(line)
-            out = proc.stdout.read()
-            proc.wait()
-        finally:
-            timed_out = not timer.is_alive()
-            timer.cancel()
-        if proc.returncode != 0:
+        if returncode != 0:
             self.failure = ("timed out after %g s" % self.timeout
-                            if timed_out and proc.returncode < 0 else
+                            if timed_out else
                             describe_failure("%s exited with status %d" %
-                                             (self.command[0],
-                                              proc.returncode),
-                                             "".join(other)))
+                                             (self.command[0], returncode),
+                                             other))
             return
         names = {TRANSPORTS[tl]: tl for tl in self.tls}
         for line in out.splitlines():
@@ -579,28 +588,14 @@ class Overlap:
     def run_one(self, tl, run, progress):
         """One mpirun; returns why it failed, or None."""
         try:
-            proc = subprocess.Popen(self.command(tl), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+            returncode, out, other, timed_out = run_reporting(
+                self.command(tl), self.timeout,
+                lambda rep: progress.step("overlap run %d/%d  %-12s %s" %
+                                          (run + 1, self.runs, tl, rep)),
+                stdin=subprocess.DEVNULL)
         except OSError as err:
             return "%s: %s" % (self.mpirun, err)
-        other = []
-        # stdout is a few kB: reading stderr to its end first cannot block
-        timer = threading.Timer(self.timeout, proc.kill)
-        timer.start()
-        try:
-            for line in proc.stderr:
-                if line.startswith("rep "):
-                    progress.step("overlap run %d/%d  %-12s %s" %
-                                  (run + 1, self.runs, tl, line.strip()))
-                elif line.strip():
-                    other.append(line)
-            out = proc.stdout.read()
-            proc.wait()
-        finally:
-            timed_out = not timer.is_alive()
-            timer.cancel()
-        text = out + "".join(other)
+        text = out + other
         if self.soft_progress and OVERLAP_TRANSPORTS[tl][1] and \
                 "unused env variable" in text and SOFT_PROGRESS in text:
             # the variable reached UCX, which does not know it: this run's
@@ -616,11 +611,11 @@ class Overlap:
                 return None
             progress.total += len(self.sizes) * self.repeat
             return self.run_one(tl, run, progress)
-        if proc.returncode != 0:
+        if returncode != 0:
             return ("timed out after %g s" % self.timeout
-                    if timed_out and proc.returncode < 0 else
+                    if timed_out else
                     describe_failure("mpirun exited with status %d" %
-                                     proc.returncode, text))
+                                     returncode, text))
         rows = {}
         for line in out.splitlines():
             if not line.strip() or line.startswith("#"):
