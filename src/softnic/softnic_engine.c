@@ -176,7 +176,9 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
         return false;
     }
     atomic_fetch_add_explicit(&ctx->engine_sleeps, 1, memory_order_relaxed);
+    atomic_store_explicit(&ctx->engine_in_wait, true, memory_order_release);
     ret = sn_futex(&db->seq, FUTEX_WAIT, seq, waiting ? &period : NULL);
+    atomic_store_explicit(&ctx->engine_in_wait, false, memory_order_relaxed);
     atomic_store_explicit(&db->sleep, SN_DB_AWAKE, memory_order_relaxed);
     if ((ret != 0) && (errno == ETIMEDOUT)) {
         atomic_fetch_add_explicit(&ctx->engine_timer_wakes, 1,
@@ -330,7 +332,10 @@ int softnic_test_engine_stats(struct ibv_context *context,
         return 0;
     }
     /* asleep: announced, and not rung since (a wake may be on its way) */
-    state                 = atomic_load(&ctx->seg->db.sleep);
+    /* asleep: past its last look, in (or entering) its wait; an engine
+     * that announced its sleep may still find work */
+    state                 = atomic_load(&ctx->engine_in_wait) ?
+                            atomic_load(&ctx->seg->db.sleep) : SN_DB_AWAKE;
     if (atomic_load(&ctx->seg->db.seq) != atomic_load(&ctx->engine_sleep_seq)) {
         state = SN_DB_AWAKE;
     }

@@ -208,6 +208,7 @@ struct sn_context {
     int                creator_cpu;  /* where the engine's creator ran */
     _Atomic bool       engine_stop;
     _Atomic uint64_t   engine_sleeps, engine_timer_wakes, engine_db_wakes;
+    _Atomic bool       engine_in_wait; /* past its last look (tests) */
     _Atomic uint64_t   engine_passes;
     _Atomic uint64_t   empty_polls;  /* software polls that found nothing:
                                         it is polling (sn_engine_assist) */
