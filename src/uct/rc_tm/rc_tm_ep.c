@@ -104,7 +104,11 @@ ucs_status_t uct_rc_tm_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
 
-    if (uct_rc_tm_ep_check_resources(ep) == UCS_OK) {
+    /* A rendezvous refused for want of an op finds the connection's
+     * credits free: refusing it here would make UCP retry it at once,
+     * forever, without progress */
+    if ((uct_rc_tm_ep_check_resources(ep) == UCS_OK) &&
+        !uct_rc_tm_iface_rndv_ops_exhausted(iface)) {
         return UCS_ERR_BUSY;
     }
 
@@ -141,6 +145,12 @@ ucs_arbiter_cb_result_t uct_rc_tm_ep_process_pending(ucs_arbiter_t *arbiter,
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
     } else if (status == UCS_INPROGRESS) {
         return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    } else if ((status == UCS_ERR_NO_RESOURCE) &&
+               uct_rc_tm_iface_rndv_ops_exhausted(uct_rc_tm_ep_iface(ep))) {
+        /* Waits for a FIN, which no send completion of this endpoint
+         * announces: stays scheduled, and the next progress that finds
+         * anything (the FIN) dispatches it again */
+        return UCS_ARBITER_CB_RESULT_STOP;
     }
     return UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
 }

@@ -554,7 +554,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
         return UCS_STATUS_PTR(status);
     }
 
-    if (ucs_unlikely(iface->tm.rndv_free == UINT16_MAX)) {
+    if (ucs_unlikely(uct_rc_tm_iface_rndv_ops_exhausted(iface))) {
         return UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE);
     }
 

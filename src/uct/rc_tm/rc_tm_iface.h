@@ -194,6 +194,9 @@ typedef struct uct_rc_tm_rndv_op {
     uint16_t                  next_free;
 } uct_rc_tm_rndv_op_t;
 
+/* rndv_free when every rendezvous op waits for its FIN */
+#define UCT_RC_TM_RNDV_OP_NONE     UINT16_MAX
+
 /* The op id of a FIN that names no rendezvous: an endpoint check, whose
  * send completion says the peer is still there (the table's indices stop
  * below UINT16_MAX) */
@@ -357,6 +360,14 @@ static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)
 {
     ++iface->stats[stat];
+}
+
+/* No rendezvous can start before a FIN frees an op (UCX_RC_TM_RNDV_QUEUE_LEN
+ * in flight): the interface's resource, not one connection's */
+static UCS_F_ALWAYS_INLINE int
+uct_rc_tm_iface_rndv_ops_exhausted(const uct_rc_tm_iface_t *iface)
+{
+    return iface->tm.rndv_free == UCT_RC_TM_RNDV_OP_NONE;
 }
 
 /* A receive error: the responder's, which took an untagged buffer (the

@@ -30,8 +30,6 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 
-#define UCT_RC_TM_RNDV_OP_NONE  UINT16_MAX
-
 static ucs_mpool_ops_t uct_rc_tm_recv_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,

@@ -9,10 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 extern "C" unsigned uct_rc_tm_counters_total(uint64_t *counters,
                                              unsigned max);
@@ -375,4 +379,66 @@ TEST_F(rc_tm_ucp, repeated_offloaded_receives_of_one_buffer_hit_the_cache)
          * pool the transport grew: not one per round */
         EXPECT_LE(miss, 4u) << size;
     }
+}
+
+/* An interface with few rendezvous ops: more rendezvous sends than it has
+ * ops wait for FINs.  A refused send once made UCP retry it in a loop
+ * inside the send call, or left it descheduled with no send completion to
+ * wake it; the test then hung, so a hang here ends the process. */
+class rc_tm_ucp_few_rndv_ops : public rc_tm_ucp {
+protected:
+    static const unsigned RNDV_OPS = 4;
+
+    void SetUp() override
+    {
+        setenv("UCX_RC_TM_RNDV_QUEUE_LEN", std::to_string(RNDV_OPS).c_str(),
+               1);
+        signal(SIGALRM, hung);
+        alarm(120);
+        rc_tm_ucp::SetUp();
+    }
+
+    void TearDown() override
+    {
+        rc_tm_ucp::TearDown();
+        alarm(0);
+        signal(SIGALRM, SIG_DFL);
+        unsetenv("UCX_RC_TM_RNDV_QUEUE_LEN");
+    }
+
+    static void hung(int)
+    {
+        static const char msg[] = "rc_tm_ucp_few_rndv_ops: hung\n";
+        ssize_t ret = write(2, msg, sizeof(msg) - 1);
+        (void)ret;
+        _exit(1);
+    }
+};
+
+TEST_F(rc_tm_ucp_few_rndv_ops, more_rendezvous_sends_than_ops_all_complete)
+{
+    activate_offload();
+    const int count   = 6 * RNDV_OPS;
+    const size_t size = 65536;
+    std::vector<std::vector<char>> bufs(count, std::vector<char>(size));
+    std::vector<std::vector<char>> datas;
+    std::vector<void*> rreqs, sreqs;
+    uint64_t rndv_before = counters()[TX_RNDV];
+
+    datas.reserve(count);
+    for (int i = 0; i < count; ++i) {
+        rreqs.push_back(recv(0x700 + i, bufs[i]));
+    }
+    /* The receiver does not progress: all but the first RNDV_OPS wait */
+    for (int i = 0; i < count; ++i) {
+        datas.push_back(pattern(size, (uint8_t)i));
+        sreqs.push_back(send(0x700 + i, datas.back()));
+    }
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, wait(rreqs[i])) << i;
+        ASSERT_EQ(UCS_OK, wait(sreqs[i])) << i;
+        EXPECT_EQ(datas[i], bufs[i]) << i;
+    }
+    EXPECT_EQ((uint64_t)count, counters()[TX_RNDV] - rndv_before)
+            << "the messages did not go by rendezvous";
 }
