@@ -13,6 +13,7 @@
 #include <ucs/sys/sys.h>
 #include <ucs/vfs/base/vfs_obj.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <sys/mman.h>
 
@@ -52,9 +53,13 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "Number of receive entries the device's tag-matching list holds.",
      ucs_offsetof(uct_rc_tm_md_config_t, list_size), UCS_CONFIG_TYPE_UINT},
 
-    {"LIST_MAX_OPS", "256",
-     "Number of tag-matching list operations that may be outstanding.",
-     ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops), UCS_CONFIG_TYPE_UINT},
+    {"LIST_MAX_OPS", "auto",
+     "Number of tag-matching list operations that may be outstanding; 'auto'\n"
+     "means an ADD and a DEL for every list entry, and two more (as UCX's\n"
+     "rc_mlx5 sizes its command QP), so a full list's receives go to the\n"
+     "device at once.",
+     ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops),
+     UCS_CONFIG_TYPE_ULUNITS},
 
     {"SRQ_DEPTH", "1024",
      "Number of untagged receive buffers in the tag-matching SRQ; at least 33,\n"
@@ -565,12 +570,15 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     tm_dev_info_t info;
     uct_rc_tm_md_t *md;
     ucs_status_t status;
+    size_t max_ops;
     int ret;
 
-    if ((config->list_size == 0) || (config->max_list_ops == 0)) {
+    max_ops = (config->max_list_ops == UCS_ULUNITS_AUTO) ?
+              (2 * (size_t)config->list_size) + 2 : config->max_list_ops;
+    if ((config->list_size == 0) || (max_ops == 0) || (max_ops > UINT_MAX)) {
         ucs_error("rc_tm: UCX_RC_TM_LIST_SIZE (%u) and "
-                  "UCX_RC_TM_LIST_MAX_OPS (%u) must be positive",
-                  config->list_size, config->max_list_ops);
+                  "UCX_RC_TM_LIST_MAX_OPS (%zu) must be positive and finite",
+                  config->list_size, max_ops);
         return UCS_ERR_INVALID_PARAM;
     }
     if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
@@ -592,7 +600,7 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     }
 
     attr.max_num_tags      = config->list_size;
-    attr.max_ops           = config->max_list_ops;
+    attr.max_ops           = max_ops;
     attr.srq_depth         = config->srq_depth;
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;

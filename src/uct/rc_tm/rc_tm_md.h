@@ -22,7 +22,8 @@ extern uct_component_t uct_rc_tm_component;
 typedef struct uct_rc_tm_md_config {
     uct_md_config_t          super;
     unsigned                 list_size;        /* device tag list entries */
-    unsigned                 max_list_ops;     /* outstanding list operations */
+    size_t                   max_list_ops;     /* outstanding list operations,
+                                                  or UCS_ULUNITS_AUTO */
     unsigned                 srq_depth;        /* untagged receive buffers */
     size_t                   soft_packet_size; /* soft device: eager packet size */
     int                      soft_progress;    /* soft device: inline or

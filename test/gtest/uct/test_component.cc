@@ -130,6 +130,13 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_md_open(m_component, m_md_name.c_str(), config, &md));
     EXPECT_NE(UCS_OK, uct_config_modify(config, "LIST_SIZE", "many"));
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_SIZE", "1024"));
+    for (const char *ops : {"0", "inf"}) {
+        ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_MAX_OPS", ops));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_open(m_component, m_md_name.c_str(), config, &md))
+                << "LIST_MAX_OPS=" << ops;
+    }
     uct_config_release(config);
 }
 

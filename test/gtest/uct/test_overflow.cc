@@ -70,6 +70,34 @@ protected:
 
 } // namespace
 
+/* The default number of list operations (UCX_RC_TM_LIST_MAX_OPS=auto) is
+ * an ADD and a DEL per entry and two more, as rc_mlx5 sizes its command
+ * QP: receives posted without progress fill the whole list at once.  With
+ * a fixed 256 (before), a 1024-deep list took 256 of them and sent the rest
+ * to software, where messages arriving in reverse order found them. */
+TEST_F(rc_tm_overflow, a_full_list_goes_to_the_device_without_progress)
+{
+    const int count = 300;
+    open({{"LIST_SIZE", std::to_string(count)}});
+    std::vector<posted> recvs(count);
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, post(recvs[i], 0x100 + i));
+    }
+    auto c = counters(m_receiver);
+    EXPECT_EQ((uint64_t)count, c[POST_DEVICE]);
+    EXPECT_EQ(0u, c[POST_SW]);
+
+    for (int i = count - 1; i >= 0; --i) {
+        send(0x100 + i, i);
+    }
+    ASSERT_TRUE(wait_for([&] { return recvs[0].recv.completed > 0; }));
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(1, recvs[i].recv.completed);
+        EXPECT_EQ(i, value(recvs[i])) << "receive " << i;
+    }
+    EXPECT_EQ((uint64_t)count, counters(m_receiver)[RX_EXP]);
+}
+
 TEST_F(rc_tm_overflow, posting_order_kept_across_the_boundary)
 {
     open({{"LIST_SIZE", "2"}}, {{"TM_PROMOTE_THRESH", "1"}});
