@@ -7,7 +7,10 @@ TESTS          += test/gtest/fault/test_fault
 test_gtest_fault_test_fault_SOURCES = \
 	test/gtest/uct/uct_fixture.h \
 	test/gtest/uct/uct_fixture.cc \
+	test/gtest/fault/fault_fixture.h \
 	test/gtest/fault/test_fault.cc \
+	test/gtest/fault/test_fault_rx.cc \
+	test/gtest/fault/test_fault_wire.cc \
 	test/gtest/fault/test_fault_ucp.cc
 test_gtest_fault_test_fault_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_gtest_fault_test_fault_LDADD = \
