@@ -240,13 +240,12 @@ ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
 
     if (ep->status != UCS_OK) {
         return UCS_OK;      /* failed already */
-    } else if (ep->posted_sn != ep->acked_sn) {
-        /* The device watches the peer for the sends in flight, until one
-         * completes */
-        uct_rc_tm_ep_ask_completion(ep);
-        return UCS_OK;
     }
 
+    /* A probe even with sends in flight, as UCX's rc posts one: the device
+     * may have completed them (the peer took them) before the peer died.
+     * Without credits the send queue is full, and its completions tell the
+     * peer's state (rc: UCT_RC_CHECK_TXQP_RET) */
     uct_rc_tm_fill_tmh(&keepalive, IBV_TMH_FIN, UCT_RC_TM_KEEPALIVE_OP, 0);
     status = uct_rc_tm_ep_send_ctl(ep, &keepalive, sizeof(keepalive));
     return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;

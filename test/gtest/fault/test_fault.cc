@@ -178,6 +178,45 @@ TEST_F(rc_tm_fault, receiver_killed_while_the_sender_awaits_fin)
     EXPECT_TRUE(sbuf.guards_intact());
 }
 
+/* The same, checked while the request may still be in flight for the
+ * transport (the test above waits until it is not): the receiver took it,
+ * answered with an active message, and died.  The request asks for its
+ * completion (moderation 1), and the sender's progress that delivers the
+ * answer leaves the send CQ for the next call.  Where the device completed
+ * the request before the receiver died (the engine thread does), its
+ * completion is a success, and only a probe of the check's own finds the
+ * receiver dead: a check with sends in flight once relied on them alone
+ * (this test failed in thread mode). */
+TEST_F(rc_tm_fault, check_with_a_send_in_flight_probes_the_peer)
+{
+    fork_peer([&]() {
+        if (!open_connected(m_receiver) || !signal_peer('r') ||
+            !wait_for([&] { return !m_receiver.unexpected.empty(); }) ||
+            (uct_ep_am_short(m_receiver.eps[0], 1, 0, NULL, 0) != UCS_OK)) {
+            return 2;
+        }
+        return (signal_peer('u') && wait_peer('k')) ? 0 : 3;
+    });
+
+    ASSERT_TRUE(open_connected(m_sender, {}, {{"TX_CQ_MODERATION", "1"}}));
+    ASSERT_TRUE(wait_peer('r'));
+    guarded_buffer sbuf(m_component, m_md, RNDV_SIZE, 's');
+    test_completion comp;
+    ASSERT_FALSE(UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x24, sbuf,
+                                          RNDV_SIZE, comp)));
+    ASSERT_TRUE(wait_peer('u'));
+    ASSERT_TRUE(wait_for([&] { return !m_sender.am_received.empty(); }));
+    kill_peer();
+
+    ucx_log_capture log;
+    ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
+    ASSERT_TRUE(wait_for([&] { return comp.done; }))
+            << "the check did not find the dead receiver" << log.text();
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
+    EXPECT_FALSE(m_sender.ep_errors.empty());
+    EXPECT_TRUE(sbuf.guards_intact());
+}
+
 /* The same when the request was unexpected at the receiver (held by its
  * software, as UCP's unexpected queue holds it) */
 TEST_F(rc_tm_fault, receiver_killed_holding_an_unexpected_request)
