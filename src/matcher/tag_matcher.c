@@ -19,6 +19,7 @@
 
 
 #define TM_MATCHER_MIN_BUCKETS      16
+#define TM_MATCHER_SHRINK_BUCKETS   4096 /* an empty group this large shrinks */
 #define TM_MATCHER_MIN_GROUPS       4
 #define TM_MATCHER_CACHE_LINE       64
 
@@ -448,7 +449,15 @@ static void tm_matcher_unlink_slow(tm_matcher_t *m, tm_matcher_group_t *g,
 
 void tm_matcher_remove(tm_matcher_t *m, tm_matcher_entry_t *e)
 {
-    tm_matcher_unlink_slow(m, tm_matcher_active_group(m, e->mask), NULL, e);
+    tm_matcher_group_t *g = tm_matcher_active_group(m, e->mask);
+
+    tm_matcher_unlink_slow(m, g, NULL, e);
+    /* A deep queue drained: its buckets, spread over memory, would make
+     * every later lookup a cache miss (kept if the allocation fails) */
+    if (tm_matcher_unlikely((g->count == 0) &&
+                            (g->bucket_mask >= TM_MATCHER_SHRINK_BUCKETS))) {
+        tm_matcher_group_resize(g, TM_MATCHER_MIN_BUCKETS);
+    }
 }
 
 /* The link to the first entry with key in g, NULL if there is none */

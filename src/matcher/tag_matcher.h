@@ -140,7 +140,10 @@ int tm_matcher_post_seq(tm_matcher_t *m, tm_matcher_entry_t *e, uint64_t tag,
                         uint64_t mask, void *arg, uint64_t seq);
 
 /**
- * Remove a posted entry (cancel, or promotion to the device).  O(1).
+ * Remove a posted entry (cancel, or promotion to the device).  O(1), except
+ * that a group it leaves empty with 4096 buckets or more shrinks to the
+ * fewest (undoing tm_matcher_reserve()): a drained deep queue's buckets,
+ * spread over memory, would make every later lookup a cache miss.
  */
 void tm_matcher_remove(tm_matcher_t *m, tm_matcher_entry_t *e);
 

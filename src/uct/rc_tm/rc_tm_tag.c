@@ -66,6 +66,13 @@ void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
     it = kh_get(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)recv->buffer);
     if (it != kh_end(&iface->tm.bufs)) {
         kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+        if (ucs_unlikely((kh_size(&iface->tm.bufs) == 0) &&
+                         (kh_n_buckets(&iface->tm.bufs) > 4096))) {
+            /* A deep queue drained: its buckets (and tombstones) would
+             * make a shallow queue's lookups cache misses (kept if the
+             * allocation fails) */
+            kh_resize(uct_rc_tm_bufs, &iface->tm.bufs, 0);
+        }
     }
     recv->flags &= ~UCT_RC_TM_RECV_POSTED;
 }

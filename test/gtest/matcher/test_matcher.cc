@@ -335,6 +335,34 @@ TEST_F(matcher, reserve_avoids_growth)
     }
 }
 
+/* A group drained by tm_matcher_remove() gives its grown buckets back (a
+ * drained deep queue's buckets, spread over memory, made every later
+ * lookup a cache miss), and works on */
+TEST_F(matcher, drained_group_shrinks)
+{
+    const size_t n = 5000;
+    std::vector<tm_matcher_entry_t> e(n);
+
+    for (size_t i = 0; i < n; ++i) {
+        post(&e[i], make_tag(i, 1, 1), MASK_FULL);
+    }
+    ASSERT_EQ(1u, m.ngroups);
+    EXPECT_GE(m.groups[0].bucket_mask + 1, 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+        tm_matcher_remove(&m, &e[i]);
+    }
+    EXPECT_EQ(0u, tm_matcher_count(&m));
+    EXPECT_LE(m.groups[0].bucket_mask + 1, 16u) << "the buckets stayed";
+
+    for (size_t i = 0; i < 100; ++i) {
+        post(&e[i], make_tag(i, 1, 1), MASK_FULL);
+    }
+    for (size_t i = 100; i-- > 0;) {
+        ASSERT_EQ(&e[i], tm_matcher_match(&m, make_tag(i, 1, 1))) << i;
+    }
+    EXPECT_EQ(0u, tm_matcher_count(&m));
+}
+
 TEST_F(matcher, growth_100k)
 {
     const size_t n = 100000;

@@ -98,6 +98,37 @@ TEST_F(rc_tm_overflow, a_full_list_goes_to_the_device_without_progress)
     EXPECT_EQ((uint64_t)count, counters(m_receiver)[RX_EXP]);
 }
 
+/* A deep queue drained (canceled here) leaves rc_tm's set of posted
+ * buffers and its matcher shrunk, which work on: a buffer posted twice is
+ * still refused, and a message finds its receive */
+TEST_F(rc_tm_overflow, a_drained_deep_queue_works_on)
+{
+    open();
+    const int count = 5000;
+    std::vector<posted> recvs(count);
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, post(recvs[i], 0x1000 + i));
+    }
+    for (int i = 0; i < count; ++i) {
+        uct_iface_tag_recv_cancel(m_receiver.iface, &recvs[i].recv.ctx, 1);
+    }
+    flush(m_receiver);
+
+    posted p;
+    ASSERT_EQ(UCS_OK, post(p, 0x77));
+    uct_iov_t iov = p.buf->iov(256);
+    tag_recv twice;
+    EXPECT_EQ(UCS_ERR_ALREADY_EXISTS,
+              uct_iface_tag_recv_zcopy(m_receiver.iface, 0x78, UINT64_MAX,
+                                       &iov, 1, &twice.ctx));
+    send(0x77, 42);
+    ASSERT_TRUE(wait_for([&] { return p.recv.completed > 0; }));
+    EXPECT_EQ(42, value(p));
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(0, recvs[i].recv.completed) << i;
+    }
+}
+
 TEST_F(rc_tm_overflow, posting_order_kept_across_the_boundary)
 {
     open({{"LIST_SIZE", "2"}}, {{"TM_PROMOTE_THRESH", "1"}});
