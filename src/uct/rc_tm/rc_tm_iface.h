@@ -114,15 +114,18 @@ struct uct_rc_tm_tx_op {
             uct_unpack_callback_t unpack_cb;
             void                  *unpack_arg;
         };
-        struct {                         /* rendezvous finished in software
-                                            (recv != NULL: its read), or a
-                                            FIN waiting for a credit */
+        struct {                         /* rendezvous finished in software:
+                                            its read, then its FIN, which
+                                            may wait for a credit */
             struct uct_rc_tm_recv *recv;
             uct_rc_tm_ep_t        *ep;
             uint64_t              tag;
             uint32_t              app_ctx;
             uint32_t              rkey;
             uint64_t              remote_addr;
+            int                   fin;      /* the FIN (length: the data
+                                               read), not the read */
+            ucs_status_t          recv_status;
         };
     };
     /* bcopy payload follows */

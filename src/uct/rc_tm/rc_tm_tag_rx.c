@@ -30,8 +30,10 @@ void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,
 /* ----- control messages: rendezvous reads and FINs ----- */
 
 /* A control message that found no send credit waits in an op record on its
- * endpoint's ctl_queue, before any later user send; a read names its
- * receive, a FIN names none */
+ * endpoint's ctl_queue, before any later user send.  The receive a
+ * rendezvous read fills completes only once its FIN is posted: completed
+ * before, it let its user stop progressing with the FIN still queued here,
+ * and the sender waited for it forever (thread mode, deep queues) */
 static void uct_rc_tm_tag_ctl_queue(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
 {
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
@@ -42,13 +44,21 @@ static void uct_rc_tm_tag_ctl_queue(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
     ucs_queue_push(&ep->ctl_queue, &op->queue);
 }
 
+/* The FIN is out (or never will be): its receive completes */
+static void uct_rc_tm_tag_fin_done(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
+{
+    uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(ep), op->recv, op->tag, 0,
+                                op->length, op->recv_status);
+    uct_rc_tm_tx_op_release(op);
+}
+
 static ucs_status_t uct_rc_tm_tag_ctl_post(uct_rc_tm_ep_t *ep,
                                            uct_rc_tm_tx_op_t *op)
 {
     struct ibv_tmh fin;
     ucs_status_t status;
 
-    if (op->recv != NULL) {
+    if (!op->fin) {
         /* the read's op record goes to the endpoint's sends */
         return uct_rc_tm_ep_rdma_read(ep, op->recv->buffer,
                                       ucs_min(op->length, op->recv->length),
@@ -59,25 +69,30 @@ static ucs_status_t uct_rc_tm_tag_ctl_post(uct_rc_tm_ep_t *ep,
     uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, op->app_ctx, op->tag);
     status = uct_rc_tm_ep_send_ctl(ep, &fin, sizeof(fin));
     if (status == UCS_OK) {
-        uct_rc_tm_tx_op_release(op);
+        uct_rc_tm_tag_fin_done(ep, op);
     }
     return status;
 }
 
-/* A control message that will never go: its receive fails with status */
+/* A control message that will never go: a read's receive fails with
+ * status; a FIN's has its data */
 static void uct_rc_tm_tag_ctl_fail(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op,
                                    ucs_status_t status)
 {
-    if (op->recv != NULL) {
+    if (!op->fin) {
         uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(ep), op->recv, op->tag,
                                     0, 0, status);
-    } else if (status != UCS_ERR_CANCELED) {
+        uct_rc_tm_tx_op_release(op);
+        return;
+    }
+
+    if (status != UCS_ERR_CANCELED) {
         /* The sender cannot be told; its rendezvous send waits until its
          * endpoint fails or is canceled */
         ucs_error("rc_tm: failed to send rendezvous FIN on qp 0x%x: %s",
                   ep->qp_num, ucs_status_string(status));
     }
-    uct_rc_tm_tx_op_release(op);
+    uct_rc_tm_tag_fin_done(ep, op);
 }
 
 /* Posts a control message now, or after those already waiting */
@@ -141,55 +156,25 @@ void uct_rc_tm_tag_ctl_purge(uct_rc_tm_ep_t *ep, ucs_status_t status)
     }
 }
 
-/* FIN: the rendezvous the sender asked for is done */
-static void uct_rc_tm_tag_send_fin(uct_rc_tm_ep_t *ep, uint32_t app_ctx,
-                                   uint64_t tag)
-{
-    struct ibv_tmh fin;
-    uct_rc_tm_tx_op_t *op;
-    ucs_status_t status = UCS_ERR_NO_RESOURCE;
-
-    if (ucs_likely(ucs_queue_is_empty(&ep->ctl_queue))) {
-        uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, app_ctx, tag);
-        status = uct_rc_tm_ep_send_ctl(ep, &fin, sizeof(fin));
-        if (ucs_likely(status == UCS_OK)) {
-            return;
-        }
-    }
-
-    op = uct_rc_tm_iface_get_tx_op(uct_rc_tm_ep_iface(ep));
-    if (op == NULL) {
-        ucs_error("rc_tm: no memory to queue a rendezvous FIN on qp 0x%x",
-                  ep->qp_num);
-        return;
-    }
-    op->recv    = NULL;
-    op->ep      = ep;
-    op->app_ctx = app_ctx;
-    op->tag     = tag;
-    if (status == UCS_ERR_NO_RESOURCE) {
-        uct_rc_tm_tag_ctl_queue(ep, op);
-    } else {
-        uct_rc_tm_tag_ctl_fail(ep, op, status);
-    }
-}
-
+/* The read is done: the FIN tells the sender, then the receive completes */
 static void uct_rc_tm_tag_rndv_read_done(uct_rc_tm_tx_op_t *op,
                                          ucs_status_t status)
 {
     uct_rc_tm_recv_t *recv = op->recv;
-    uct_rc_tm_ep_t *ep     = op->ep;
 
-    if (status == UCS_OK) {
-        uct_rc_tm_tag_send_fin(ep, op->app_ctx, op->tag);
-        if (op->length > recv->length) {
-            status = UCS_ERR_MESSAGE_TRUNCATED;
-        }
+    if (status != UCS_OK) {
+        uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(op->ep), recv, op->tag,
+                                    0, ucs_min(op->length, recv->length),
+                                    status);
+        uct_rc_tm_tx_op_release(op);
+        return;
     }
 
-    uct_rc_tm_tag_complete_recv(uct_rc_tm_ep_iface(ep), recv, op->tag, 0,
-                                ucs_min(op->length, recv->length), status);
-    uct_rc_tm_tx_op_release(op);
+    op->fin         = 1;
+    op->recv_status = (op->length > recv->length) ?
+                      UCS_ERR_MESSAGE_TRUNCATED : UCS_OK;
+    op->length      = ucs_min(op->length, recv->length);
+    uct_rc_tm_tag_ctl_start(op->ep, op);
 }
 
 /* The receive of a rendezvous software finishes: read the data from the
@@ -220,6 +205,7 @@ static void uct_rc_tm_tag_rndv_read(uct_rc_tm_iface_t *iface,
 
     op->handler     = uct_rc_tm_tag_rndv_read_done;
     op->comp        = NULL;
+    op->fin         = 0;
     op->recv        = recv;
     op->ep          = ep;
     op->app_ctx     = be32toh(tmh->app_ctx);

@@ -525,6 +525,73 @@ TEST_F(rc_tm_contract, destroy_completes_the_receive_of_a_pending_read)
 }
 
 
+/* A receive finished in software completes only once its FIN is posted:
+ * completed with the FIN still queued for a credit, it let its user stop
+ * progressing, and the sender waited forever (ucp_deep_queue -n 3000 -s
+ * 16384 hung in thread mode).  Six reads on four credits: the FINs queue
+ * behind the last reads.  The receiver alone progresses until it is
+ * quiet, then the sender alone: every receive completed has had its FIN
+ * reach the sender. */
+TEST_F(rc_tm_contract, a_receive_read_in_software_completes_after_its_fin)
+{
+    const config_t receiver = {{"TX_QUEUE_LEN", "4"}};
+    open({{"LIST_SIZE", "1"}}, {}, &receiver);
+    const int count = 6;
+    mapped_buffer src(m_component, m_md, 16 * 1024, 's');
+    tag_recv blocker;
+    std::vector<tag_recv> r(count);
+    ASSERT_EQ(UCS_OK, post(blocker, *new_buffer(), 0x600));  /* device */
+    for (int i = 0; i < count; ++i) {                         /* software */
+        ASSERT_EQ(UCS_OK, post(r[i], *new_buffer(16 * 1024), 0x601 + i));
+    }
+
+    std::vector<counted_completion> rndv(count);
+    uct_iov_t iov = src.iov(src.m_buf.size());
+    char header[20] = {};
+    for (int i = 0; i < count; ++i) {
+        ucs_status_ptr_t op = uct_ep_tag_rndv_zcopy(ep(), 0x601 + i, header,
+                                                    sizeof(header), &iov, 1,
+                                                    0, &rndv[i].comp);
+        ASSERT_FALSE(UCS_PTR_IS_ERR(op))
+                << i << ": " << ucs_status_string(UCS_PTR_STATUS(op));
+    }
+
+    auto completed = [&] {
+        int n = 0;
+        for (auto &x : r) {
+            n += x.completed;
+        }
+        return n;
+    };
+    auto fins = [&] {
+        int n = 0;
+        for (auto &x : rndv) {
+            n += x.invocations();
+        }
+        return n;
+    };
+    ASSERT_TRUE(within_receiver_progress(1000, [&] {
+        return counters(m_receiver)[RX_SW_MATCH] == (uint64_t)count;
+    }));
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(m_receiver.worker);
+    }
+    int done = completed();
+    EXPECT_GT(done, 0);
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(m_sender.worker);
+    }
+    EXPECT_GE(fins(), done) << "receives completed before their FINs went";
+
+    ASSERT_TRUE(wait_for([&] { return (completed() == count) &&
+                                      (fins() == count); }));
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(UCS_OK, r[i].status) << i;
+        EXPECT_EQ(UCS_OK, rndv[i].status) << i;
+    }
+    uct_iface_tag_recv_cancel(m_receiver.iface, &blocker.ctx, 1);
+}
+
 /* ----- 4. pending requests keep their place ----- */
 
 TEST_F(rc_tm_contract, send_from_completion_waits_behind_pending)
