@@ -10,6 +10,7 @@
 
 #include "dev/tm_dev.h"
 #include "../common/softnic_steer.h"
+#include "../common/tm_wire_msg.h"
 
 #include <infiniband/tm_types.h>
 #include <dirent.h>
@@ -58,28 +59,13 @@ inline std::vector<std::string> shm_names(const std::string &prefix)
     return names;
 }
 
-inline std::string tm_msg(uint8_t op, uint64_t tag, uint32_t app_ctx,
-                   const std::string &payload)
-{
-    struct ibv_tmh tmh;
-
-    memset(&tmh, 0, sizeof(tmh));
-    tmh.opcode  = op;
-    tmh.app_ctx = htobe32(app_ctx);
-    tmh.tag     = htobe64(tag);
-    return std::string((const char *)&tmh, TMH) + payload;
-}
+using rc_tm_test::tm_msg;
 
 inline std::string rndv_msg(uint64_t tag, uint32_t app_ctx, const void *va,
                      uint32_t rkey, uint32_t len, const std::string &hdr = "")
 {
-    struct ibv_rvh rvh;
-
-    rvh.va   = htobe64((uintptr_t)va);
-    rvh.rkey = htobe32(rkey);
-    rvh.len  = htobe32(len);
     return tm_msg(IBV_TMH_RNDV, tag, app_ctx,
-                  std::string((const char *)&rvh, RVH) + hdr);
+                  rc_tm_test::rvh((uintptr_t)va, rkey, len) + hdr);
 }
 
 /* A device with one CQ and one TM-SRQ, and a registered arena */

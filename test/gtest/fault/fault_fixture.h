@@ -10,6 +10,7 @@
 #include "../uct/uct_fixture.h"
 
 #include "../common/softnic_steer.h"
+#include "../common/tm_wire_msg.h"
 #include "../common/ucx_log_capture.h"
 #include <dev/tm_dev.h>
 
@@ -128,28 +129,6 @@ struct guarded_buffer {
     uct_rkey_bundle_t  m_rkey;
 };
 
-
-inline std::string tm_msg(uint8_t opcode, uint64_t tag, uint32_t app_ctx,
-                   const std::string &payload)
-{
-    struct ibv_tmh tmh;
-
-    memset(&tmh, 0, sizeof(tmh));
-    tmh.opcode  = opcode;
-    tmh.app_ctx = htobe32(app_ctx);
-    tmh.tag     = htobe64(tag);
-    return std::string((const char*)&tmh, TMH) + payload;
-}
-
-inline std::string rvh(uint64_t va, uint32_t rkey, uint32_t len)
-{
-    struct ibv_rvh h;
-
-    h.va   = htobe64(va);
-    h.rkey = htobe32(rkey);
-    h.len  = htobe32(len);
-    return std::string((const char*)&h, RVH);
-}
 
 /* A peer that speaks to the device directly: its own soft device, with a
  * connection to an rc_tm interface's SRQ, sending whatever bytes a test
