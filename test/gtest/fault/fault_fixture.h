@@ -342,6 +342,35 @@ protected:
         });
     }
 
+    /* A child that holds the rendezvous sent to it as an unexpected
+     * message (ready: 'r', holding it: 'u'), answering with an active
+     * message first if asked, then waits to be killed */
+    void fork_unexpected_receiver(bool answer)
+    {
+        fork_peer([this, answer]() {
+            if (!open_connected(m_receiver) || !signal_peer('r') ||
+                !wait_for([&] { return !m_receiver.unexpected.empty(); }) ||
+                (answer && (uct_ep_am_short(m_receiver.eps[0], 1, 0, NULL,
+                                            0) != UCS_OK))) {
+                return 2;
+            }
+            return (signal_peer('u') && wait_peer('k')) ? 0 : 3;
+        });
+    }
+
+    /* The sender checks its endpoint to the killed receiver: its
+     * rendezvous (comp) fails with a timeout, the error handler is called */
+    void check_finds_the_receiver_dead(test_completion &comp,
+                                       const ucx_log_capture &log)
+    {
+        ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
+        ASSERT_TRUE(wait_for([&] { return comp.done; }))
+                << "the rendezvous to a dead receiver never completed"
+                << log.text();
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
+        EXPECT_FALSE(m_sender.ep_errors.empty());
+    }
+
     bool signal_peer(char token)
     {
         return write(m_fd, &token, 1) == 1;

@@ -168,12 +168,7 @@ TEST_F(rc_tm_fault, receiver_killed_while_the_sender_awaits_fin)
 
     ucx_log_capture log;
     EXPECT_FALSE(comp.done);
-    ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
-    ASSERT_TRUE(wait_for([&] { return comp.done; }))
-            << "the rendezvous to a dead receiver never completed"
-            << log.text();
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
-    EXPECT_FALSE(m_sender.ep_errors.empty());
+    check_finds_the_receiver_dead(comp, log);
     EXPECT_TRUE(sbuf.all('s'));
     EXPECT_TRUE(sbuf.guards_intact());
 }
@@ -189,14 +184,7 @@ TEST_F(rc_tm_fault, receiver_killed_while_the_sender_awaits_fin)
  * (this test failed in thread mode). */
 TEST_F(rc_tm_fault, check_with_a_send_in_flight_probes_the_peer)
 {
-    fork_peer([&]() {
-        if (!open_connected(m_receiver) || !signal_peer('r') ||
-            !wait_for([&] { return !m_receiver.unexpected.empty(); }) ||
-            (uct_ep_am_short(m_receiver.eps[0], 1, 0, NULL, 0) != UCS_OK)) {
-            return 2;
-        }
-        return (signal_peer('u') && wait_peer('k')) ? 0 : 3;
-    });
+    fork_unexpected_receiver(true);
 
     ASSERT_TRUE(open_connected(m_sender, {}, {{"TX_CQ_MODERATION", "1"}}));
     ASSERT_TRUE(wait_peer('r'));
@@ -209,11 +197,7 @@ TEST_F(rc_tm_fault, check_with_a_send_in_flight_probes_the_peer)
     kill_peer();
 
     ucx_log_capture log;
-    ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
-    ASSERT_TRUE(wait_for([&] { return comp.done; }))
-            << "the check did not find the dead receiver" << log.text();
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
-    EXPECT_FALSE(m_sender.ep_errors.empty());
+    check_finds_the_receiver_dead(comp, log);
     EXPECT_TRUE(sbuf.guards_intact());
 }
 
@@ -221,13 +205,7 @@ TEST_F(rc_tm_fault, check_with_a_send_in_flight_probes_the_peer)
  * software, as UCP's unexpected queue holds it) */
 TEST_F(rc_tm_fault, receiver_killed_holding_an_unexpected_request)
 {
-    fork_peer([&]() {
-        if (!open_connected(m_receiver) || !signal_peer('r') ||
-            !wait_for([&] { return !m_receiver.unexpected.empty(); })) {
-            return 2;
-        }
-        return (signal_peer('u') && wait_peer('k')) ? 0 : 3;
-    });
+    fork_unexpected_receiver(false);
 
     ASSERT_TRUE(open_connected(m_sender));
     ASSERT_TRUE(m_sender.attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
@@ -239,17 +217,15 @@ TEST_F(rc_tm_fault, receiver_killed_holding_an_unexpected_request)
     ASSERT_TRUE(wait_peer('u'));
     /* The request was taken: nothing is left in flight on the connection
      * (a NIC on its own thread acknowledges it later than the peer's
-     * software sees it; a check while it is in flight relies on it) */
+     * software sees it), so only the check's own probe can find the peer
+     * dead */
     ASSERT_TRUE(wait_for([&] {
         return uct_ep_flush(m_sender.eps[0], 0, NULL) == UCS_OK;
     }));
     kill_peer();
 
     ucx_log_capture log;
-    ASSERT_EQ(UCS_OK, uct_ep_check(m_sender.eps[0], 0, NULL));
-    ASSERT_TRUE(wait_for([&] { return comp.done; })) << log.text();
-    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, comp.status);
-    EXPECT_FALSE(m_sender.ep_errors.empty());
+    check_finds_the_receiver_dead(comp, log);
     EXPECT_TRUE(sbuf.guards_intact());
 
     /* Nothing waits for the dead peer: a flush answers at once, with the
