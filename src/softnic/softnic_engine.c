@@ -331,9 +331,9 @@ int softnic_test_engine_stats(struct ibv_context *context,
     if (!ctx->threaded) {
         return 0;
     }
-    /* asleep: announced, and not rung since (a wake may be on its way) */
-    /* asleep: past its last look, in (or entering) its wait; an engine
-     * that announced its sleep may still find work */
+    /* asleep: past its last look, in (or entering) its wait, and not rung
+     * since (a wake may be on its way); an engine that announced its sleep
+     * may still find work */
     state                 = atomic_load(&ctx->engine_in_wait) ?
                             atomic_load(&ctx->seg->db.sleep) : SN_DB_AWAKE;
     if (atomic_load(&ctx->seg->db.seq) != atomic_load(&ctx->engine_sleep_seq)) {

@@ -30,6 +30,9 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 
+/* An empty set of posted buffers larger than this shrinks */
+#define UCT_RC_TM_BUFS_SHRINK_BUCKETS  4096
+
 static ucs_mpool_ops_t uct_rc_tm_recv_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
     .chunk_release = ucs_mpool_chunk_free,
@@ -67,7 +70,8 @@ void uct_rc_tm_recv_unpost(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv)
     if (it != kh_end(&iface->tm.bufs)) {
         kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
         if (ucs_unlikely((kh_size(&iface->tm.bufs) == 0) &&
-                         (kh_n_buckets(&iface->tm.bufs) > 4096))) {
+                         (kh_n_buckets(&iface->tm.bufs) >
+                          UCT_RC_TM_BUFS_SHRINK_BUCKETS))) {
             /* A deep queue drained: its buckets (and tombstones) would
              * make a shallow queue's lookups cache misses (kept if the
              * allocation fails) */
