@@ -11,7 +11,8 @@
  * completions (software reads them without the lock) and rings the
  * doorbells of the peers whose rings it fed or drained.  A round that
  * finds nothing to do is repeated for SN_ENGINE_SPIN_NS (a message that
- * follows soon is taken at once), then the engine sleeps on its doorbell,
+ * follows soon is taken at once), yielding the CPU between rounds, then
+ * the engine sleeps on its doorbell,
  * a futex word in the device segment that peers map: it announces its
  * sleep (SN_DB_TIMED or SN_DB_IDLE), looks for work once more, and waits
  * unless the doorbell's sequence moved.  Whoever publishes work for it
@@ -35,15 +36,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-static inline void sn_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
 
 static long sn_futex(_Atomic uint32_t *word, int op, uint32_t val,
                      const struct timespec *timeout)
@@ -236,7 +228,10 @@ static void *sn_engine_main(void *arg)
             idle_since = now;
         }
         if (now - idle_since < SN_ENGINE_SPIN_NS) {
-            sn_cpu_relax();
+            /* whoever shares the CPU goes first: a rank that polls for
+             * what the engine just sent (its FIN, say) would otherwise
+             * wait for the spin's end, where cores are few */
+            sched_yield();
             continue;
         }
         if (sn_engine_sleep(ctx, waiting)) {
