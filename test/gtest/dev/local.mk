@@ -8,6 +8,7 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/soft_fixture.h \
 	test/gtest/dev/log_capture.h \
 	test/gtest/dev/test_soft.cc \
+	test/gtest/dev/test_soft_phase.cc \
 	test/gtest/dev/test_soft_wire.cc \
 	test/gtest/dev/test_soft_proc.cc \
 	test/gtest/dev/test_soft_mlx5.cc \
