@@ -12,13 +12,13 @@
  * doorbells of the peers whose rings it fed or drained.  A round that
  * finds nothing to do is repeated for SN_ENGINE_SPIN_NS (a message that
  * follows soon is taken at once), yielding the CPU between rounds, then
- * the engine sleeps on its doorbell,
- * a futex word in the device segment that peers map: it announces its
- * sleep (SN_DB_TIMED or SN_DB_IDLE), looks for work once more, and waits
- * unless the doorbell's sequence moved.  Whoever publishes work for it
- * fences, sees the announcement and wakes it (sn_db_ring): either the last
- * look finds the work or the ring finds the engine asleep.  Local verbs
- * ring it after they drop the lock, which orders them with its last look.
+ * the engine sleeps on its doorbell, a futex word in the device segment
+ * that peers map: it announces its sleep (SN_DB_TIMED or SN_DB_IDLE),
+ * looks for work once more, and waits unless the doorbell's sequence
+ * moved.  Whoever publishes work for it fences, sees the announcement and
+ * wakes it (sn_db_ring): either the last look finds the work or the ring
+ * finds the engine asleep.  Local verbs ring it after they drop the
+ * lock, which orders them with its last look.
  *
  * While a QP waits on its peer (sends not yet consumed, FINs queued), the
  * sleep is bounded by SN_LIVENESS_PERIOD_NS and a timer wake checks those
