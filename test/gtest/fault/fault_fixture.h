@@ -371,6 +371,26 @@ protected:
         EXPECT_FALSE(m_sender.ep_errors.empty());
     }
 
+    /* The pair open, and the raw peer connected to the receiver */
+    void open_with_raw_peer()
+    {
+        open();
+        m_raw.open(m_receiver.iface, m_receiver.attr);
+    }
+
+    /* After a malformed message: a well-formed eager one for tag from the
+     * sender completes r, matched in the device (matching unharmed) */
+    void expect_eager_matches_in_device(const tag_recv &r, uct_tag_t tag)
+    {
+        std::vector<char> data(100, 'd');
+
+        ASSERT_EQ(100, uct_ep_tag_eager_bcopy(m_sender.eps[0], tag, 0,
+                                              pack_vector, &data, 0));
+        ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
+        EXPECT_EQ(UCS_OK, r.status);
+        EXPECT_EQ(1u, counters(m_receiver)[RX_EXP]);
+    }
+
     bool signal_peer(char token)
     {
         return write(m_fd, &token, 1) == 1;

@@ -13,8 +13,7 @@
  * message, the receive posted for its tag untouched, matching unharmed */
 TEST_F(rc_tm_fault, unknown_tmh_opcode_is_dropped)
 {
-    open();
-    m_raw.open(m_receiver.iface, m_receiver.attr);
+    open_with_raw_peer();
     guarded_buffer rbuf(m_component, m_md, 4096, 'r');
     tag_recv r;
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x44, 4096));
@@ -30,12 +29,7 @@ TEST_F(rc_tm_fault, unknown_tmh_opcode_is_dropped)
     EXPECT_TRUE(m_receiver.unexpected.empty());
 
     /* The device is still in phase: the next message matches in it */
-    std::vector<char> data(100, 'd');
-    ASSERT_EQ(100, uct_ep_tag_eager_bcopy(m_sender.eps[0], 0x44, 0,
-                                          pack_vector, &data, 0));
-    ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
-    EXPECT_EQ(UCS_OK, r.status);
-    EXPECT_EQ(1u, counters(m_receiver)[RX_EXP]);
+    ASSERT_NO_FATAL_FAILURE(expect_eager_matches_in_device(r, 0x44));
     EXPECT_TRUE(rbuf.guards_intact());
 }
 
@@ -43,8 +37,7 @@ TEST_F(rc_tm_fault, unknown_tmh_opcode_is_dropped)
  * unexpected (the device did not count it either) */
 TEST_F(rc_tm_fault, truncated_rendezvous_header_is_dropped)
 {
-    open();
-    m_raw.open(m_receiver.iface, m_receiver.attr);
+    open_with_raw_peer();
     guarded_buffer rbuf(m_component, m_md, 4096, 'r');
     tag_recv r;
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x45, 4096));
@@ -61,12 +54,7 @@ TEST_F(rc_tm_fault, truncated_rendezvous_header_is_dropped)
     EXPECT_TRUE(rbuf.all('r'));
     EXPECT_EQ(0u, counters(m_receiver)[RX_RNDV_UNEXP]);
 
-    std::vector<char> data(100, 'd');
-    ASSERT_EQ(100, uct_ep_tag_eager_bcopy(m_sender.eps[0], 0x45, 0,
-                                          pack_vector, &data, 0));
-    ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
-    EXPECT_EQ(UCS_OK, r.status);
-    EXPECT_EQ(1u, counters(m_receiver)[RX_EXP]);
+    ASSERT_NO_FATAL_FAILURE(expect_eager_matches_in_device(r, 0x45));
 }
 
 /* A rendezvous whose RVH claims more bytes than the sender registered: the
@@ -74,8 +62,7 @@ TEST_F(rc_tm_fault, truncated_rendezvous_header_is_dropped)
  * around it changes */
 TEST_F(rc_tm_fault, rendezvous_longer_than_the_sender_registered)
 {
-    open();
-    m_raw.open(m_receiver.iface, m_receiver.attr);
+    open_with_raw_peer();
     std::vector<char> exposed(3 * 4096, 'e');
     tm_dev_mr_t *mr;
     ASSERT_EQ(0, tm_dev_reg_mr(m_raw.dev, exposed.data() + 4096, 4096,
@@ -157,8 +144,7 @@ TEST_F(rc_tm_fault, fin_for_an_unknown_operation_is_ignored)
  * message, no handler called */
 TEST_F(rc_tm_fault, active_message_with_an_unknown_id_is_dropped)
 {
-    open();
-    m_raw.open(m_receiver.iface, m_receiver.attr);
+    open_with_raw_peer();
 
     ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, 200,
@@ -180,8 +166,7 @@ TEST_F(rc_tm_fault, active_message_with_an_unknown_id_is_dropped)
 /* A message shorter than the tag-matching header */
 TEST_F(rc_tm_fault, message_shorter_than_its_header_is_dropped)
 {
-    open();
-    m_raw.open(m_receiver.iface, m_receiver.attr);
+    open_with_raw_peer();
 
     ucx_log_capture log;
     ASSERT_EQ(0, m_raw.send(std::string(6, 'z')));
