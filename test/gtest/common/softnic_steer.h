@@ -7,6 +7,7 @@
 #define RC_TM_TEST_SOFTNIC_STEER_H_
 
 #include <dev/tm_dev.h>
+#include <errno.h>
 #include <softnic/softnic.h>
 #include <softnic/softnic_test.h>
 
@@ -48,6 +49,21 @@ inline int softnic_test_step(tm_dev_srq_t *srq, const softnic_event_t *ev)
 inline int softnic_test_step_op(tm_dev_srq_t *srq)
 {
     return softnic_test_step_op(tm_dev_ibv_srq(srq));
+}
+
+/* MANUAL mode: the oldest arrival of any connection of srq, EAGAIN if
+ * none waits */
+inline int softnic_test_step_any_arrival(tm_dev_srq_t *srq)
+{
+    softnic_event_t ev[16];
+    unsigned n = softnic_test_events(srq, ev, 16);
+
+    for (unsigned i = 0; i < n; ++i) {
+        if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
+            return softnic_test_step(srq, &ev[i]);
+        }
+    }
+    return EAGAIN;
 }
 
 /* A connection's messages arrive on its receive-only QP, FINs of the

@@ -426,19 +426,6 @@ protected:
         return dev;
     }
 
-    /* One device event in MANUAL mode: the oldest arrival of any connection */
-    static int step_arrival(tm_dev_srq_t *srq)
-    {
-        softnic_event_t ev[16];
-        unsigned n = softnic_test_events(srq, ev, 16);
-        for (unsigned i = 0; i < n; ++i) {
-            if (ev[i].kind == SOFTNIC_EV_ARRIVAL) {
-                return softnic_test_step(srq, &ev[i]);
-            }
-        }
-        return EAGAIN;
-    }
-
     ucs_status_t post(tag_recv &r, entity &e, guarded_buffer &buf,
                       uint64_t tag, size_t length)
     {
