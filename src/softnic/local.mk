@@ -10,6 +10,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_engine.h \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
+	src/softnic/softnic_rdma.c \
 	src/softnic/softnic_cq.c \
 	src/softnic/softnic_srq.c \
 	src/softnic/softnic_qp.c \

@@ -51,6 +51,7 @@ static inline unsigned sn_cq_run(sn_cq_t *cq)
     sn_srq_t *srq;
     sn_qp_t *qp;
 
+    work += sn_rdma_serve(ctx);
     for (it = cq->srqs.next; it != &cq->srqs; it = it->next) {
         srq = sn_container_of(it, sn_srq_t, link);
         if (sn_unlikely(atomic_load_explicit(&srq->seg->requests,

@@ -214,6 +214,9 @@ struct sn_context {
                                         it is polling (sn_engine_assist) */
     _Atomic uint64_t   assists, engine_parks;
     _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
+    /* shared reads (softnic_rdma.c): ours offered, chunks of peers' ones
+     * we copied */
+    _Atomic uint64_t   shares_offered, share_chunks_served;
 };
 
 /* What the provider does with a TM completion when it is polled (as
@@ -550,11 +553,19 @@ int  sn_mr_table_init(sn_context_t *ctx);
 void sn_mr_table_cleanup(sn_context_t *ctx);
 bool sn_key_check(const sn_dev_seg_t *seg, uint32_t key, uint64_t addr,
                   uint64_t length, uint32_t access);
-int  sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
-                  size_t length);
 int  sn_peer_get(sn_context_t *ctx, const sn_proc_id_t *proc,
                  uint16_t dev_seq, sn_peer_t **peer_p);
 void sn_peer_put(sn_context_t *ctx, sn_peer_t *peer);
+
+/* softnic_rdma.c: one copy (an errno); a read of a peer's memory, keys
+ * checked, shared with the peer's device when long (sn_rdma_serve: that
+ * device's part, when it runs; how many chunks it copied) */
+int  sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
+                  size_t length);
+int  sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
+                  const sn_proc_id_t *peer_proc, void *local,
+                  uint64_t remote, uint32_t rkey, size_t length);
+unsigned sn_rdma_serve(sn_context_t *ctx);
 
 /* softnic_cq.c */
 struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,

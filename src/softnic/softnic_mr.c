@@ -10,16 +10,13 @@
  * SN_MR_GEN_MAX * SN_MR_REUSE_MIN (16M) registrations; until then new
  * registrations take never-used slots, which keeps the touched part of the
  * table as small as the number of live regions allows.
- *
- * RDMA read/write is one copy between processes with process_vm_readv /
- * process_vm_writev (same user; also within one process).
+ * RDMA copies are in softnic_rdma.c.
  */
 #include "softnic_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #define SN_MR_SLOT_MASK   (SN_MR_SLOTS - 1)
 
@@ -165,36 +162,6 @@ bool sn_key_check(const sn_dev_seg_t *seg, uint32_t key, uint64_t addr,
     }
     /* overflow-safe: addr >= base and addr + length <= base + len */
     return (addr >= base) && (length <= len) && (addr - base <= len - length);
-}
-
-/* Copies between local memory and another process's (or our own) memory */
-int sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
-                 size_t length)
-{
-    struct iovec liov, riov;
-    ssize_t n;
-
-    while (length > 0) {
-        liov.iov_base = local;
-        liov.iov_len  = length;
-        riov.iov_base = (void *)(uintptr_t)remote;
-        riov.iov_len  = length;
-        n = write ? process_vm_writev(peer, &liov, 1, &riov, 1, 0) :
-                    process_vm_readv(peer, &liov, 1, &riov, 1, 0);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno;
-        }
-        if (n == 0) {
-            return EFAULT;
-        }
-        local   = (char *)local + n;
-        remote += (uint64_t)n;
-        length -= (size_t)n;
-    }
-    return 0;
 }
 
 /* Maps a peer device's segment (its registration table), shared by QPs */

@@ -124,9 +124,12 @@ static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
         return IBV_WC_LOC_PROT_ERR;
     }
     for (i = 0, ret = 0; (i < wqe->num_sge) && (ret == 0); ++i) {
-        ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, write,
-                           (void *)(uintptr_t)wqe->sge[i].addr, remote,
-                           wqe->sge[i].length);
+        ret = write ? sn_rdma_copy((pid_t)qp->peer_proc.pid, true,
+                                   (void *)(uintptr_t)wqe->sge[i].addr,
+                                   remote, wqe->sge[i].length) :
+                      sn_rdma_read(ctx, qp->peer->seg, &qp->peer_proc,
+                                   (void *)(uintptr_t)wqe->sge[i].addr,
+                                   remote, wqe->rkey, wqe->sge[i].length);
         remote += wqe->sge[i].length;
     }
 out:

@@ -470,9 +470,9 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
                       xfer->rndv_len, IBV_ACCESS_REMOTE_READ)) {
         return IBV_WC_REM_ACCESS_ERR;
     }
-    ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, false,
+    ret = sn_rdma_read(ctx, qp->peer->seg, &qp->peer_proc,
                        (void *)(uintptr_t)xfer->local_addr, xfer->remote_va,
-                       xfer->rndv_len);
+                       xfer->rkey, xfer->rndv_len);
     if (ret == 0) {
         return IBV_WC_SUCCESS;
     }

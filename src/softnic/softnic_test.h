@@ -112,6 +112,18 @@ typedef struct softnic_engine_stats {
 /* 0, or EINVAL on another NIC's context */
 int  softnic_test_engine_stats(struct ibv_context *context,
                                softnic_engine_stats_t *stats);
+/* Reads shared with their responder (softnic_rdma.c), observed: reads of
+ * this device's offered to their responder, chunks this device copied for
+ * peers' reads, and slots of its segment in use now */
+typedef struct softnic_share_stats {
+    uint64_t offered;
+    uint64_t served;
+    uint32_t open;
+} softnic_share_stats_t;
+
+/* 0, or EINVAL on another NIC's context */
+int  softnic_test_share_stats(struct ibv_context *context,
+                              softnic_share_stats_t *stats);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
 

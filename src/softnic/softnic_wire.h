@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             6u            /* 6: the device segment
-                                                has a doorbell */
+#define SN_VERSION             7u            /* 7: the device segment
+                                                has shared reads */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -84,10 +84,41 @@ enum {
     SN_DB_IDLE                  /* asleep until rung */
 };
 
-/* Device segment: header, doorbell, then the registration table */
+/*
+ * A shared read (softnic_rdma.c): a peer's NIC reading this device's memory
+ * offers the read here in chunks, and this device, when it runs, copies
+ * some of them into the reader's memory (process_vm_writev), as a
+ * responder's NIC serves a read: two CPUs copy where one would.  claim is
+ * generation << 32 | state: SN_SHARE_FREE, SN_SHARE_FILLING, or
+ * SN_SHARE_OPEN + the next chunk to take; a chunk is taken by
+ * compare-and-swap, by either side, so a stale look at a reused slot takes
+ * nothing.  The reader waits for the chunks this device took (done) before
+ * it frees the slot.
+ */
+#define SN_SHARE_SLOTS         16
+
+enum { SN_SHARE_FREE, SN_SHARE_FILLING, SN_SHARE_OPEN };
+
+typedef struct sn_share_slot {
+    _Atomic uint64_t claim;
+    _Atomic uint32_t done;      /* chunks this device copied (or failed) */
+    _Atomic uint32_t error;     /* errno of a copy of ours that failed */
+    _Atomic uint32_t pid;       /* the reader */
+    _Atomic uint32_t rkey;      /* of our memory */
+    _Atomic uint64_t local;     /* the reader's address */
+    _Atomic uint64_t remote;    /* ours */
+    _Atomic uint64_t length;
+    _Atomic uint32_t chunk;     /* bytes a chunk, the last one shorter */
+    _Atomic uint32_t nchunks;
+} SN_ALIGNED sn_share_slot_t;
+
+/* Device segment: header, doorbell, shared reads, then the registration
+ * table */
 typedef struct sn_dev_seg {
     sn_seg_hdr_t     hdr;
     sn_doorbell_t    db SN_ALIGNED;
+    _Atomic uint32_t shares SN_ALIGNED;  /* slots in use: 0, nothing to do */
+    sn_share_slot_t  share[SN_SHARE_SLOTS];
     sn_mr_slot_t     mr[SN_MR_SLOTS] SN_ALIGNED;
 } sn_dev_seg_t;
 
