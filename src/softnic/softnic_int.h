@@ -5,7 +5,8 @@
  *   softnic_context.c  device list, open / close, device and port queries,
  *                      GIDs, PD, the context's verbs
  *   softnic_mr.c       registration table (in shared memory), key checks,
- *                      RDMA copies, peers' tables
+ *                      peers' tables
+ *   softnic_rdma.c     RDMA copies; long reads shared with the responder
  *   softnic_cq.c       CQs: the extended poll interface, completion entries,
  *                      a destroyed QP's entries purged
  *   softnic_srq.c      TM-SRQ: untagged buffers, list operations (ADD, DEL,
@@ -557,9 +558,10 @@ int  sn_peer_get(sn_context_t *ctx, const sn_proc_id_t *proc,
                  uint16_t dev_seq, sn_peer_t **peer_p);
 void sn_peer_put(sn_context_t *ctx, sn_peer_t *peer);
 
-/* softnic_rdma.c: one copy (an errno); a read of a peer's memory, keys
- * checked, shared with the peer's device when long (sn_rdma_serve: that
- * device's part, when it runs; how many chunks it copied) */
+/* softnic_rdma.c: one copy (an errno); a read of a peer's memory whose
+ * keys the caller checked, shared with the peer's device when long (which
+ * checks the rkey again per chunk); sn_rdma_serve: that device's part,
+ * when it runs (how many chunks it copied) */
 int  sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
                   size_t length);
 int  sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
