@@ -567,7 +567,17 @@ int  sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
 int  sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
                   const sn_proc_id_t *peer_proc, void *local,
                   uint64_t remote, uint32_t rkey, size_t length);
-unsigned sn_rdma_serve(sn_context_t *ctx);
+unsigned sn_rdma_serve_offers(sn_context_t *ctx);
+
+/* In every CQ run: one load when no peer offered a read */
+static inline unsigned sn_rdma_serve(sn_context_t *ctx)
+{
+    if (sn_likely(atomic_load_explicit(&ctx->seg->shares,
+                                       memory_order_relaxed) == 0)) {
+        return 0;
+    }
+    return sn_rdma_serve_offers(ctx);
+}
 
 /* softnic_cq.c */
 struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,

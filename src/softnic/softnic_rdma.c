@@ -304,15 +304,11 @@ static unsigned sn_share_serve(sn_context_t *ctx, sn_share_slot_t *slot)
     return copied;
 }
 
-unsigned sn_rdma_serve(sn_context_t *ctx)
+unsigned sn_rdma_serve_offers(sn_context_t *ctx)
 {
     unsigned copied = 0;
     uint32_t i;
 
-    if (sn_likely(atomic_load_explicit(&ctx->seg->shares,
-                                       memory_order_relaxed) == 0)) {
-        return 0;
-    }
     if (!sn_ctx_is_ours(ctx)) {
         return 0;   /* a forked child's memory is a copy, not the peer's */
     }
