@@ -210,6 +210,16 @@ static int sn_share_wait(sn_share_slot_t *slot, uint32_t taken,
     return (int)atomic_load_explicit(&slot->error, memory_order_relaxed);
 }
 
+/* The slot back to the free ones: by the reader once its read is done, or
+ * by the responder when the reader is gone */
+static void sn_share_free(sn_dev_seg_t *seg, sn_share_slot_t *slot,
+                          uint32_t gen)
+{
+    atomic_store_explicit(&slot->claim, SN_SHARE_CLAIM(gen, SN_SHARE_FREE),
+                          memory_order_release);
+    atomic_fetch_sub_explicit(&seg->shares, 1, memory_order_relaxed);
+}
+
 int sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
                  const sn_proc_id_t *peer_proc, void *local, uint64_t remote,
                  uint32_t rkey, size_t length)
@@ -239,9 +249,7 @@ int sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
     taken    = sn_share_close(slot, gen, nchunks) - mine;
     wait_ret = sn_share_wait(slot, taken, peer_proc);
     sn_share_tsan_acquire(local);
-    atomic_store_explicit(&slot->claim, SN_SHARE_CLAIM(gen, SN_SHARE_FREE),
-                          memory_order_release);
-    atomic_fetch_sub_explicit(&peer_seg->shares, 1, memory_order_relaxed);
+    sn_share_free(peer_seg, slot, gen);
     return (ret != 0) ? ret : wait_ret;
 }
 
@@ -254,10 +262,7 @@ static void sn_share_failed(sn_dev_seg_t *seg, sn_share_slot_t *slot,
     atomic_fetch_add_explicit(&slot->done, 1, memory_order_release);
     sn_share_close(slot, gen, nchunks);
     if (error == ESRCH) {
-        atomic_store_explicit(&slot->claim,
-                              SN_SHARE_CLAIM(gen, SN_SHARE_FREE),
-                              memory_order_release);
-        atomic_fetch_sub_explicit(&seg->shares, 1, memory_order_relaxed);
+        sn_share_free(seg, slot, gen);
     }
 }
 
