@@ -218,6 +218,8 @@ struct sn_context {
     /* shared reads (softnic_rdma.c): ours offered, chunks of peers' ones
      * we copied */
     _Atomic uint64_t   shares_offered, share_chunks_served;
+    struct { uint64_t claim; uint32_t runs; } share_idle[SN_SHARE_SLOTS];
+                                     /* our slots with nothing to take */
 };
 
 /* What the provider does with a TM completion when it is polled (as

@@ -46,9 +46,31 @@
 #define SN_SHARE_MIN          (128 * 1024)
 #define SN_SHARE_CHUNK_MAX    (256 * 1024)
 
+/* A slot we find open or closed, unchanged and with nothing to take, for
+ * this many runs has its reader looked at (a few microseconds): a reader
+ * that died after its last chunk would hold the slot for good */
+#define SN_SHARE_STALE_RUNS   4096
+
 #define SN_SHARE_GEN(claim)   ((uint32_t)((claim) >> 32))
 #define SN_SHARE_STATE(claim) ((uint32_t)(claim))
 #define SN_SHARE_CLAIM(gen, state) (((uint64_t)(gen) << 32) | (state))
+#define SN_SHARE_NEXT(claim) \
+    ((SN_SHARE_STATE(claim) & ~SN_SHARE_CLOSED) - SN_SHARE_OPEN)
+
+/* Tests stop a read where they want (softnic_test_set_share_hook) */
+static _Atomic(softnic_share_hook_t) sn_share_hook;
+static void *_Atomic sn_share_hook_arg;
+
+static inline void sn_share_at(softnic_share_point_t point)
+{
+    softnic_share_hook_t hook = atomic_load_explicit(&sn_share_hook,
+                                                     memory_order_acquire);
+
+    if (sn_unlikely(hook != NULL)) {
+        hook(point, atomic_load_explicit(&sn_share_hook_arg,
+                                         memory_order_relaxed));
+    }
+}
 
 /* Copies between local memory and another process's (or our own) memory */
 int sn_rdma_copy(pid_t peer, bool write, void *local, uint64_t remote,
@@ -90,10 +112,11 @@ static bool sn_share_take(sn_share_slot_t *slot, uint32_t gen,
 
     for (;;) {
         if ((SN_SHARE_GEN(claim) != gen) ||
-            (SN_SHARE_STATE(claim) < SN_SHARE_OPEN)) {
+            (SN_SHARE_STATE(claim) < SN_SHARE_OPEN) ||
+            (SN_SHARE_STATE(claim) & SN_SHARE_CLOSED)) {
             return false;
         }
-        next = SN_SHARE_STATE(claim) - SN_SHARE_OPEN;
+        next = SN_SHARE_NEXT(claim);
         if (next >= nchunks) {
             return false;
         }
@@ -107,31 +130,31 @@ static bool sn_share_take(sn_share_slot_t *slot, uint32_t gen,
     }
 }
 
-/* No chunk is taken from now on; how many were */
-static uint32_t sn_share_close(sn_share_slot_t *slot, uint32_t gen,
-                               uint32_t nchunks)
+/* No chunk is taken from now on; how many were, by both sides (the
+ * first to close fixes it, whatever was left) */
+static uint32_t sn_share_close(sn_share_slot_t *slot, uint32_t gen)
 {
     uint64_t claim = atomic_load_explicit(&slot->claim, memory_order_acquire);
-    uint64_t closed = SN_SHARE_CLAIM(gen, SN_SHARE_OPEN + nchunks);
-    uint32_t next;
 
     for (;;) {
-        next = SN_SHARE_STATE(claim) - SN_SHARE_OPEN;
-        if (next >= nchunks) {
-            return nchunks;
+        if ((SN_SHARE_GEN(claim) != gen) ||
+            (SN_SHARE_STATE(claim) < SN_SHARE_OPEN)) {
+            return 0;   /* not that read's any more (cannot happen) */
         }
-        if (atomic_compare_exchange_weak_explicit(&slot->claim, &claim,
-                                                  closed, memory_order_acq_rel,
+        if ((SN_SHARE_STATE(claim) & SN_SHARE_CLOSED) ||
+            atomic_compare_exchange_weak_explicit(&slot->claim, &claim,
+                                                  claim | SN_SHARE_CLOSED,
+                                                  memory_order_acq_rel,
                                                   memory_order_acquire)) {
-            return next;
+            return SN_SHARE_NEXT(claim);
         }
     }
 }
 
 /* A free slot of the responder's segment, filled and open; NULL when all
  * are in use */
-static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg, uint32_t pid,
-                                       void *local, uint64_t remote,
+static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg,
+                                       const sn_proc_id_t *reader, void *local, uint64_t remote,
                                        uint32_t rkey, size_t length,
                                        uint32_t *gen_p, uint32_t *nchunks_p)
 {
@@ -158,7 +181,9 @@ static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg, uint32_t pid,
         gen = SN_SHARE_GEN(claim) + 1;
         atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
         atomic_store_explicit(&slot->error, 0, memory_order_relaxed);
-        atomic_store_explicit(&slot->pid, pid, memory_order_relaxed);
+        atomic_store_explicit(&slot->pid, reader->pid, memory_order_relaxed);
+        atomic_store_explicit(&slot->start_time, reader->start_time,
+                              memory_order_relaxed);
         atomic_store_explicit(&slot->rkey, rkey, memory_order_relaxed);
         atomic_store_explicit(&slot->local, (uintptr_t)local,
                               memory_order_relaxed);
@@ -231,7 +256,7 @@ int sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
     int ret = 0, wait_ret;
 
     if (length >= SN_SHARE_MIN) {
-        slot = sn_share_offer(peer_seg, ctx->proc.pid, local, remote, rkey,
+        slot = sn_share_offer(peer_seg, &ctx->proc, local, remote, rkey,
                               length, &gen, &nchunks);
     }
     if (slot == NULL) {
@@ -240,35 +265,72 @@ int sn_rdma_read(sn_context_t *ctx, sn_dev_seg_t *peer_seg,
     }
     atomic_fetch_add_explicit(&ctx->shares_offered, 1, memory_order_relaxed);
     sn_db_ring(peer_seg);
+    sn_share_at(SOFTNIC_SHARE_OFFERED);
     while ((ret == 0) && sn_share_take(slot, gen, nchunks, &index)) {
         sn_share_chunk(slot, index, &offset, &len);
         ret = sn_rdma_copy((pid_t)peer_proc->pid, false,
                            (char *)local + offset, remote + offset, len);
         ++mine;
     }
-    taken    = sn_share_close(slot, gen, nchunks) - mine;
+    taken    = sn_share_close(slot, gen) - mine;
+    sn_share_at(SOFTNIC_SHARE_CLOSED);
     wait_ret = sn_share_wait(slot, taken, peer_proc);
     sn_share_tsan_acquire(local);
     sn_share_free(peer_seg, slot, gen);
     return (ret != 0) ? ret : wait_ret;
 }
 
-/* A copy of ours failed: the reader fails the read, and takes no more
- * chunks; a reader that is gone (ESRCH) cannot free its slot, so we do */
+/* A copy of ours failed: the reader fails the read, and no chunk is taken
+ * any more (closed before done counts ours: once it does, the reader may
+ * free the slot); a reader that is gone (ESRCH) cannot free it, so we do */
 static void sn_share_failed(sn_dev_seg_t *seg, sn_share_slot_t *slot,
-                            uint32_t gen, uint32_t nchunks, int error)
+                            uint32_t gen, int error)
 {
+    sn_share_close(slot, gen);
     atomic_store_explicit(&slot->error, (uint32_t)error, memory_order_relaxed);
     atomic_fetch_add_explicit(&slot->done, 1, memory_order_release);
-    sn_share_close(slot, gen, nchunks);
     if (error == ESRCH) {
         sn_share_free(seg, slot, gen);
     }
 }
 
-/* Our part of one offered read: chunks copied into the reader's memory */
-static unsigned sn_share_serve(sn_context_t *ctx, sn_share_slot_t *slot)
+/* A slot of ours we took nothing from, in the state claim: when it stays
+ * so for SN_SHARE_STALE_RUNS runs and its reader is dead, the reader died
+ * after its last chunk (before, our copy finds it gone: ESRCH), and we
+ * free the slot.  A reader dying while it fills a slot leaves it taken. */
+static void sn_share_idle(sn_context_t *ctx, uint32_t i, uint64_t claim)
 {
+    sn_share_slot_t *slot = &ctx->seg->share[i];
+    sn_proc_id_t reader;
+
+    if (ctx->share_idle[i].claim != claim) {
+        ctx->share_idle[i].claim = claim;
+        ctx->share_idle[i].runs  = 0;
+        return;
+    }
+    if (++ctx->share_idle[i].runs < SN_SHARE_STALE_RUNS) {
+        return;
+    }
+    ctx->share_idle[i].runs = 0;
+    reader.pid        = atomic_load_explicit(&slot->pid, memory_order_relaxed);
+    reader.uid        = 0;
+    reader.start_time = atomic_load_explicit(&slot->start_time,
+                                             memory_order_relaxed);
+    if (!sn_proc_alive(&reader) &&
+        atomic_compare_exchange_strong_explicit(
+                &slot->claim, &claim,
+                SN_SHARE_CLAIM(SN_SHARE_GEN(claim), SN_SHARE_FREE),
+                memory_order_acq_rel, memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&ctx->seg->shares, 1, memory_order_relaxed);
+        sn_debug("shared read slot %u of dead process %u freed", i,
+                 reader.pid);
+    }
+}
+
+/* Our part of one offered read: chunks copied into the reader's memory */
+static unsigned sn_share_serve(sn_context_t *ctx, uint32_t i)
+{
+    sn_share_slot_t *slot = &ctx->seg->share[i];
     uint64_t claim = atomic_load_explicit(&slot->claim, memory_order_acquire);
     uint32_t gen   = SN_SHARE_GEN(claim);
     uint32_t nchunks, index, pid, rkey;
@@ -300,11 +362,14 @@ static unsigned sn_share_serve(sn_context_t *ctx, sn_share_slot_t *slot)
         if (ret != 0) {
             sn_debug("shared read for process %u failed: %s", pid,
                      strerror(ret));
-            sn_share_failed(ctx->seg, slot, gen, nchunks, ret);
+            sn_share_failed(ctx->seg, slot, gen, ret);
             break;
         }
         atomic_fetch_add_explicit(&slot->done, 1, memory_order_release);
         ++copied;
+    }
+    if (copied == 0) {
+        sn_share_idle(ctx, i, claim);
     }
     return copied;
 }
@@ -318,11 +383,17 @@ unsigned sn_rdma_serve_offers(sn_context_t *ctx)
         return 0;   /* a forked child's memory is a copy, not the peer's */
     }
     for (i = 0; i < SN_SHARE_SLOTS; ++i) {
-        copied += sn_share_serve(ctx, &ctx->seg->share[i]);
+        copied += sn_share_serve(ctx, i);
     }
     atomic_fetch_add_explicit(&ctx->share_chunks_served, copied,
                               memory_order_relaxed);
     return copied;
+}
+
+void softnic_test_set_share_hook(softnic_share_hook_t hook, void *arg)
+{
+    atomic_store_explicit(&sn_share_hook_arg, arg, memory_order_relaxed);
+    atomic_store_explicit(&sn_share_hook, hook, memory_order_release);
 }
 
 int softnic_test_share_stats(struct ibv_context *context,

@@ -124,6 +124,18 @@ typedef struct softnic_share_stats {
 /* 0, or EINVAL on another NIC's context */
 int  softnic_test_share_stats(struct ibv_context *context,
                               softnic_share_stats_t *stats);
+/* Stops every shared read of this process (any device) at two points:
+ * just after the reader offered it, before it takes a chunk, and once no
+ * chunk is taken any more, before it waits for the responder's and frees
+ * the slot.  The hook runs on the reader's thread; NULL removes it. */
+typedef enum {
+    SOFTNIC_SHARE_OFFERED,
+    SOFTNIC_SHARE_CLOSED
+} softnic_share_point_t;
+
+typedef void (*softnic_share_hook_t)(softnic_share_point_t point, void *arg);
+
+void softnic_test_set_share_hook(softnic_share_hook_t hook, void *arg);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
 

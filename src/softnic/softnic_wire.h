@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             7u            /* 7: the device segment
-                                                has shared reads */
+#define SN_VERSION             8u            /* 8: a shared read's
+                                                closed flag and reader */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -92,24 +92,28 @@ enum {
  * generation << 32 | state: SN_SHARE_FREE, SN_SHARE_FILLING, or
  * SN_SHARE_OPEN + the next chunk to take; a chunk is taken by
  * compare-and-swap, by either side, so a stale look at a reused slot takes
- * nothing.  The reader waits for the chunks this device took (done) before
- * it frees the slot.
+ * nothing.  SN_SHARE_CLOSED in the state: no chunk is taken any more, and
+ * the rest still counts those that were.  The reader waits for the chunks
+ * this device took (done) before it frees the slot; a reader that dies
+ * holding it has the slot freed by this device.
  */
 #define SN_SHARE_SLOTS         16
 
 enum { SN_SHARE_FREE, SN_SHARE_FILLING, SN_SHARE_OPEN };
+#define SN_SHARE_CLOSED        0x80000000u
 
 typedef struct sn_share_slot {
     _Atomic uint64_t claim;
     _Atomic uint32_t done;      /* chunks this device copied (or failed) */
     _Atomic uint32_t error;     /* errno of a copy of ours that failed */
-    _Atomic uint32_t pid;       /* the reader */
+    _Atomic uint32_t pid;       /* the reader, with start_time */
     _Atomic uint32_t rkey;      /* of our memory */
     _Atomic uint64_t local;     /* the reader's address */
     _Atomic uint64_t remote;    /* ours */
     _Atomic uint64_t length;
     _Atomic uint32_t chunk;     /* bytes a chunk, the last one shorter */
     _Atomic uint32_t nchunks;
+    _Atomic uint64_t start_time;
 } SN_ALIGNED sn_share_slot_t;
 
 /* Device segment: header, doorbell, shared reads, then the registration

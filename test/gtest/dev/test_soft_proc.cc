@@ -319,6 +319,81 @@ TEST(soft_proc, rdma_to_dead_peer_fails)
     n.close();
 }
 
+/* A reader that dies holding a read it offered to this process's device
+ * (softnic_rdma.c): just after the offer, the device's copy finds it gone;
+ * after its last chunk, nothing is left to copy and the device looks at the
+ * reader itself.  Either way the slot comes back. */
+static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
+{
+    const size_t len = 4 << 20;
+    pipe_pair pp;
+    pid_t pid = pp.fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        node n;
+        tm_dev_conn_t *c;
+        addr_msg peer;
+        char *buf, go;
+        int ret = child_setup(n, &c, pp.p2c[0], pp.c2p[1], &peer, &buf);
+        if ((ret != 0) || !read_all(pp.p2c[0], &go, 1)) {
+            _exit((ret != 0) ? ret : 17);
+        }
+        softnic_test_set_share_hook([](softnic_share_point_t at, void *p) {
+            if (at == *(softnic_share_point_t *)p) {
+                _exit(0);
+            }
+        }, &point);
+        char *local = n.alloc(len);
+        if (n.rdma(c, IBV_WR_RDMA_READ, local, len, peer.va, peer.rkey, 1)) {
+            _exit(18);
+        }
+        tm_dev_wc_t wc;
+        (void)n.next(&wc);
+        _exit(19);                      /* the hook did not run */
+    }
+    node n;
+    tm_dev_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_NO_FATAL_FAILURE(n.open(attr));
+    tm_dev_conn_t *c = n.create_conn();
+    addr_msg me, peer;
+    memset(&me, 0, sizeof(me));
+    tm_dev_addr(n.dev, me.dev);
+    tm_dev_conn_addr(c, me.conn);
+    me.va   = (uintptr_t)n.alloc(len);
+    me.rkey = n.mr->rkey;
+    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
+    ASSERT_TRUE(read_all(pp.c2p[0], &peer, sizeof(peer)));
+    ASSERT_EQ(0, tm_dev_connect(c, peer.dev, peer.conn));
+    char go = 1;
+    ASSERT_TRUE(write_all(pp.p2c[1], &go, 1));
+    int status;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status));
+    ASSERT_EQ(0, WEXITSTATUS(status));
+
+    softnic_share_stats_t st;
+    ASSERT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
+    EXPECT_EQ(1u, st.open);             /* the dead reader's */
+    double deadline = now_sec() + 10;
+    while ((st.open != 0) && (now_sec() < deadline)) {
+        n.poll();
+        ASSERT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
+    }
+    EXPECT_EQ(0u, st.open);
+    n.close();
+}
+
+TEST(soft_proc, reader_dead_after_its_offer_gives_the_slot_back)
+{
+    reader_dies_holding_a_shared_read(SOFTNIC_SHARE_OFFERED);
+}
+
+TEST(soft_proc, reader_dead_after_its_last_chunk_gives_the_slot_back)
+{
+    reader_dies_holding_a_shared_read(SOFTNIC_SHARE_CLOSED);
+}
+
 TEST(soft_proc, leftover_shm_of_killed_process_is_reclaimed)
 {
     pipe_pair pp;

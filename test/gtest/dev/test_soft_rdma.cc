@@ -164,3 +164,42 @@ TEST_F(soft_rdma, bad_rkey_fails_before_the_offer)
     EXPECT_EQ(0u, share_stats(s).offered);
     EXPECT_EQ(0u, share_stats(r).open);
 }
+
+/* A chunk the responder fails (its region deregistered after the offer,
+ * while the read is on) fails the read: the reader waits only for the
+ * chunks that were taken, never for the ones nobody will copy, and the
+ * slot is given back */
+TEST_F(soft_rdma, responder_chunk_failure_fails_the_read)
+{
+    const size_t len = 4 << 20;     /* 16 chunks */
+    char *remote = r.alloc(len), *local = s.alloc(len);
+    struct hook_arg {
+        node        *responder;
+        tm_dev_mr_t *mr;
+        unsigned    offers;
+    } arg = { &r, nullptr, 0 };
+
+    ASSERT_EQ(0, tm_dev_reg_mr(r.dev, remote, len, IBV_ACCESS_REMOTE_READ,
+                               &arg.mr));
+    softnic_test_set_share_hook([](softnic_share_point_t point, void *p) {
+        hook_arg *a = (hook_arg *)p;
+
+        if (point == SOFTNIC_SHARE_OFFERED) {
+            ++a->offers;
+            tm_dev_dereg_mr(a->responder->dev, a->mr);
+            a->responder->poll();   /* takes a chunk, and fails it */
+        }
+    }, &arg);
+    EXPECT_EQ(0, s.rdma(cs, IBV_WR_RDMA_READ, local, (uint32_t)len,
+                        (uintptr_t)remote, arg.mr->rkey, 11));
+    tm_dev_wc_t wc;
+    bool completed = s.next(&wc);
+    softnic_test_set_share_hook(nullptr, nullptr);
+
+    ASSERT_TRUE(completed);
+    EXPECT_EQ(1u, arg.offers);
+    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
+    EXPECT_EQ(11u, wc.wr_id);
+    EXPECT_EQ(0u, share_stats(r).served);
+    EXPECT_EQ(0u, share_stats(r).open);
+}
