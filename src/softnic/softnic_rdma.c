@@ -154,7 +154,8 @@ static uint32_t sn_share_close(sn_share_slot_t *slot, uint32_t gen)
 /* A free slot of the responder's segment, filled and open; NULL when all
  * are in use */
 static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg,
-                                       const sn_proc_id_t *reader, void *local, uint64_t remote,
+                                       const sn_proc_id_t *reader,
+                                       void *local, uint64_t remote,
                                        uint32_t rkey, size_t length,
                                        uint32_t *gen_p, uint32_t *nchunks_p)
 {
