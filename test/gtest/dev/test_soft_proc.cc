@@ -91,6 +91,29 @@ int child_setup(node &n, tm_dev_conn_t **c, int rfd, int wfd, addr_msg *peer,
     return 0;
 }
 
+/* Parent side: open, exchange addresses (ours naming len bytes of the
+ * arena in *buf, if buf), connect */
+void parent_setup(node &n, tm_dev_conn_t **c, pipe_pair &pp, addr_msg *peer,
+                  size_t len = 0, char **buf = nullptr)
+{
+    tm_dev_attr_t attr;
+    memset(&attr, 0, sizeof(attr));
+    ASSERT_NO_FATAL_FAILURE(n.open(attr));
+    *c = n.create_conn();
+    addr_msg me;
+    memset(&me, 0, sizeof(me));
+    tm_dev_addr(n.dev, me.dev);
+    tm_dev_conn_addr(*c, me.conn);
+    if (buf != nullptr) {
+        *buf    = n.alloc(len);
+        me.va   = (uintptr_t)*buf;
+        me.rkey = n.mr->rkey;
+    }
+    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
+    ASSERT_TRUE(read_all(pp.c2p[0], peer, sizeof(*peer)));
+    ASSERT_EQ(0, tm_dev_connect(*c, peer->dev, peer->conn));
+}
+
 } // namespace
 
 TEST(soft_proc, two_processes_tagged_eager_rndv_and_rdma)
@@ -153,18 +176,10 @@ TEST(soft_proc, two_processes_tagged_eager_rndv_and_rdma)
     }
 
     node n;
-    tm_dev_attr_t attr;
-    memset(&attr, 0, sizeof(attr));
-    ASSERT_NO_FATAL_FAILURE(n.open(attr));
-    tm_dev_conn_t *c = n.create_conn();
-    addr_msg me, peer;
-    memset(&me, 0, sizeof(me));
-    tm_dev_addr(n.dev, me.dev);
-    tm_dev_conn_addr(c, me.conn);
-    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
-    ASSERT_TRUE(read_all(pp.c2p[0], &peer, sizeof(peer)));
+    tm_dev_conn_t *c;
+    addr_msg peer;
+    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer));
     ASSERT_TRUE(tm_dev_is_reachable(n.dev, peer.dev));
-    ASSERT_EQ(0, tm_dev_connect(c, peer.dev, peer.conn));
 
     /* 100 ping-pongs: the echo of tag i matches a posted entry */
     for (int i = 0; i < 100; ++i) {
@@ -232,17 +247,9 @@ TEST(soft_proc, dead_peer_gives_error_completions_in_bounded_time)
     }
 
     node n;
-    tm_dev_attr_t attr;
-    memset(&attr, 0, sizeof(attr));
-    ASSERT_NO_FATAL_FAILURE(n.open(attr));
-    tm_dev_conn_t *c = n.create_conn();
-    addr_msg me, peer;
-    memset(&me, 0, sizeof(me));
-    tm_dev_addr(n.dev, me.dev);
-    tm_dev_conn_addr(c, me.conn);
-    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
-    ASSERT_TRUE(read_all(pp.c2p[0], &peer, sizeof(peer)));
-    ASSERT_EQ(0, tm_dev_connect(c, peer.dev, peer.conn));
+    tm_dev_conn_t *c;
+    addr_msg peer;
+    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer));
     char ready;
     ASSERT_TRUE(read_all(pp.c2p[0], &ready, 1));
 
@@ -293,17 +300,9 @@ TEST(soft_proc, rdma_to_dead_peer_fails)
         _exit(ret);
     }
     node n;
-    tm_dev_attr_t attr;
-    memset(&attr, 0, sizeof(attr));
-    ASSERT_NO_FATAL_FAILURE(n.open(attr));
-    tm_dev_conn_t *c = n.create_conn();
-    addr_msg me, peer;
-    memset(&me, 0, sizeof(me));
-    tm_dev_addr(n.dev, me.dev);
-    tm_dev_conn_addr(c, me.conn);
-    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
-    ASSERT_TRUE(read_all(pp.c2p[0], &peer, sizeof(peer)));
-    ASSERT_EQ(0, tm_dev_connect(c, peer.dev, peer.conn));
+    tm_dev_conn_t *c;
+    addr_msg peer;
+    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer));
     char ready;
     ASSERT_TRUE(read_all(pp.c2p[0], &ready, 1));
     kill(pid, SIGKILL);
@@ -352,19 +351,10 @@ static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
         _exit(19);                      /* the hook did not run */
     }
     node n;
-    tm_dev_attr_t attr;
-    memset(&attr, 0, sizeof(attr));
-    ASSERT_NO_FATAL_FAILURE(n.open(attr));
-    tm_dev_conn_t *c = n.create_conn();
-    addr_msg me, peer;
-    memset(&me, 0, sizeof(me));
-    tm_dev_addr(n.dev, me.dev);
-    tm_dev_conn_addr(c, me.conn);
-    me.va   = (uintptr_t)n.alloc(len);
-    me.rkey = n.mr->rkey;
-    ASSERT_TRUE(write_all(pp.p2c[1], &me, sizeof(me)));
-    ASSERT_TRUE(read_all(pp.c2p[0], &peer, sizeof(peer)));
-    ASSERT_EQ(0, tm_dev_connect(c, peer.dev, peer.conn));
+    tm_dev_conn_t *c;
+    addr_msg peer;
+    char *buf;
+    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer, len, &buf));
     char go = 1;
     ASSERT_TRUE(write_all(pp.p2c[1], &go, 1));
     int status;
