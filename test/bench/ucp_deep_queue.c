@@ -9,11 +9,17 @@
  * transports interleaved within each repetition.
  *
  *   ucp_deep_queue [-n 1024,16384,65536] [-s size] [-r reps] [-t rc_tm,posix]
- *                  [-R]
+ *                  [-R] [-w]
  *
  * It prints a table of medians with each transport's ratio to the last one;
  * -R prints every measurement instead, one line each:
  * "N,transport,repetition,ns per message" (perftest_compare.py reads them).
+ *
+ * Interleaved, each round starts on caches that other rounds filled (the
+ * other transports' state, or what the machine did meanwhile), as a
+ * receive queue does in an application that computes between exchanges.
+ * -w measures each round right after an untimed one of the same transport
+ * and depth instead: the cost with the transport's own state in cache.
  *
  * Two processes, forked once before UCX is touched.  Each opens one UCP
  * context per transport (UCX_TLS set to it) and keeps it for the whole run,
@@ -331,22 +337,23 @@ int main(int argc, char **argv)
     command_t quit = { .tl = -1, .n = 0 };
     char *ns[MAX_NS], *tls[MAX_TLS];
     peer_t peers[MAX_TLS];
-    int fds[2], c, status, raw = 0, tty = isatty(2);
+    int fds[2], c, status, raw = 0, warm = 0, tty = isatty(2);
     void **reqs;
     char *bufs;
     double *t;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:s:r:t:R")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:r:t:Rw")) != -1) {
         switch (c) {
         case 'n': snprintf(ns_arg, sizeof(ns_arg), "%s", optarg); break;
         case 's': size = strtoul(optarg, NULL, 0); break;
         case 'r': reps = strtoul(optarg, NULL, 0); break;
         case 't': snprintf(tls_arg, sizeof(tls_arg), "%s", optarg); break;
         case 'R': raw = 1; break;
+        case 'w': warm = 1; break;
         default:
             fprintf(stderr, "usage: %s [-n list] [-s size] [-r reps] "
-                    "[-t tls,...] [-R]\n", argv[0]);
+                    "[-t tls,...] [-R] [-w]\n", argv[0]);
             return 2;
         }
     }
@@ -408,6 +415,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%srep %zu/%zu  N=%-6s %-6s%s",
                         tty ? "\r" : "", r + 1, reps, ns[i], tls[j],
                         tty ? "" : "\n");
+                if (warm) {
+                    receive_round(&peers[j], j, fds[0], bufs, reqs,
+                                  strtoul(ns[i], NULL, 0), size);
+                }
                 t[(i * ntl + j) * reps + r] =
                         receive_round(&peers[j], j, fds[0], bufs, reqs,
                                       strtoul(ns[i], NULL, 0), size);
