@@ -333,7 +333,7 @@ int main(int argc, char **argv)
 {
     char ns_arg[256]  = "1024,16384,65536";
     char tls_arg[256] = "rc_tm,posix";
-    size_t size = 1024, reps = 5, max_n = 0, nn, ntl, i, j, r;
+    size_t size = 1024, reps = 5, max_n = 0, nn, ntl, n, i, j, r;
     command_t quit = { .tl = -1, .n = 0 };
     char *ns[MAX_NS], *tls[MAX_TLS];
     peer_t peers[MAX_TLS];
@@ -410,18 +410,18 @@ int main(int argc, char **argv)
     }
     for (r = 0; r < reps; ++r) {
         for (i = 0; i < nn; ++i) {
+            n = strtoul(ns[i], NULL, 0);
             for (j = 0; j < ntl; ++j) {
                 /* one updating line on a terminal, a line each otherwise */
                 fprintf(stderr, "%srep %zu/%zu  N=%-6s %-6s%s",
                         tty ? "\r" : "", r + 1, reps, ns[i], tls[j],
                         tty ? "" : "\n");
                 if (warm) {
-                    receive_round(&peers[j], j, fds[0], bufs, reqs,
-                                  strtoul(ns[i], NULL, 0), size);
+                    receive_round(&peers[j], j, fds[0], bufs, reqs, n, size);
                 }
                 t[(i * ntl + j) * reps + r] =
-                        receive_round(&peers[j], j, fds[0], bufs, reqs,
-                                      strtoul(ns[i], NULL, 0), size);
+                        receive_round(&peers[j], j, fds[0], bufs, reqs, n,
+                                      size);
             }
         }
     }
