@@ -252,6 +252,15 @@ inline void connect_pair(node &a, tm_dev_conn_t *ca, node &b, tm_dev_conn_t *cb)
     ASSERT_EQ(0, tm_dev_connect(cb, da, aa));
 }
 
+/* The shared-read counters of n's device */
+inline softnic_share_stats_t share_stats(node &n)
+{
+    softnic_share_stats_t st;
+
+    EXPECT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
+    return st;
+}
+
 /* Two devices in this process: s sends to r over one connection */
 class soft_pair : public ::testing::Test {
 protected:

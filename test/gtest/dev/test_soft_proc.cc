@@ -362,13 +362,12 @@ static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
     ASSERT_TRUE(WIFEXITED(status));
     ASSERT_EQ(0, WEXITSTATUS(status));
 
-    softnic_share_stats_t st;
-    ASSERT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
+    softnic_share_stats_t st = share_stats(n);
     EXPECT_EQ(1u, st.open);             /* the dead reader's */
     double deadline = now_sec() + 10;
     while ((st.open != 0) && (now_sec() < deadline)) {
         n.poll();
-        ASSERT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
+        st = share_stats(n);
     }
     EXPECT_EQ(0u, st.open);
     n.close();

@@ -15,14 +15,6 @@ using namespace soft_test;
 
 namespace {
 
-softnic_share_stats_t share_stats(node &n)
-{
-    softnic_share_stats_t st;
-
-    EXPECT_EQ(0, softnic_test_share_stats(tm_dev_ibv_context(n.dev), &st));
-    return st;
-}
-
 /* A pattern that tells every 8-byte word of a read apart from the others
  * and from the same word of the previous read */
 void fill_pattern(char *buf, size_t len, uint64_t seed)
