@@ -530,6 +530,7 @@ bool sn_reachable(const sn_context_t *ctx, const sn_dev_addr_t *peer);
 int  sn_proc_self(sn_proc_id_t *id);
 int  sn_proc_start_time(pid_t pid, uint64_t *start_time);
 bool sn_proc_alive(const sn_proc_id_t *id);
+bool sn_proc_pid_alive(uint32_t pid);    /* any process of that pid */
 uint32_t sn_host_id(void);
 void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
                  uint32_t dev_seq, char kind, uint32_t num);

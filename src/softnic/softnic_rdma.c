@@ -57,6 +57,13 @@
 #define SN_SHARE_NEXT(claim) \
     ((SN_SHARE_STATE(claim) & ~SN_SHARE_CLOSED) - SN_SHARE_OPEN)
 
+/* The slot holds an offered read, open or closed (not free, not filling) */
+static inline bool sn_share_holds_read(uint32_t state)
+{
+    return !(state & SN_SHARE_FILLING) &&
+           ((state & ~SN_SHARE_CLOSED) >= SN_SHARE_OPEN);
+}
+
 /* Tests stop a read where they want (softnic_test_set_share_hook) */
 static _Atomic(softnic_share_hook_t) sn_share_hook;
 static void *_Atomic sn_share_hook_arg;
@@ -112,7 +119,7 @@ static bool sn_share_take(sn_share_slot_t *slot, uint32_t gen,
 
     for (;;) {
         if ((SN_SHARE_GEN(claim) != gen) ||
-            (SN_SHARE_STATE(claim) < SN_SHARE_OPEN) ||
+            !sn_share_holds_read(SN_SHARE_STATE(claim)) ||
             (SN_SHARE_STATE(claim) & SN_SHARE_CLOSED)) {
             return false;
         }
@@ -138,7 +145,7 @@ static uint32_t sn_share_close(sn_share_slot_t *slot, uint32_t gen)
 
     for (;;) {
         if ((SN_SHARE_GEN(claim) != gen) ||
-            (SN_SHARE_STATE(claim) < SN_SHARE_OPEN)) {
+            !sn_share_holds_read(SN_SHARE_STATE(claim))) {
             return 0;   /* not that read's any more (cannot happen) */
         }
         if ((SN_SHARE_STATE(claim) & SN_SHARE_CLOSED) ||
@@ -159,7 +166,11 @@ static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg,
                                        uint32_t rkey, size_t length,
                                        uint32_t *gen_p, uint32_t *nchunks_p)
 {
-    size_t chunk = length / 2;
+    /* a pid past the field's room (none on Linux) names no one: such a
+     * reader dying while it fills leaves the slot taken */
+    uint32_t filling = SN_SHARE_FILLING |
+                       ((reader->pid < SN_SHARE_FILLING) ? reader->pid : 0);
+    size_t chunk     = length / 2;
     sn_share_slot_t *slot;
     uint64_t claim;
     uint32_t gen, i;
@@ -174,11 +185,14 @@ static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg,
         if ((SN_SHARE_STATE(claim) != SN_SHARE_FREE) ||
             !atomic_compare_exchange_strong_explicit(
                     &slot->claim, &claim,
-                    SN_SHARE_CLAIM(SN_SHARE_GEN(claim) + 1,
-                                   SN_SHARE_FILLING),
+                    SN_SHARE_CLAIM(SN_SHARE_GEN(claim) + 1, filling),
                     memory_order_acquire, memory_order_relaxed)) {
             continue;
         }
+        /* counted from now, so that the responder looks at the slot even
+         * if we die before it is open */
+        atomic_fetch_add_explicit(&seg->shares, 1, memory_order_release);
+        sn_share_at(SOFTNIC_SHARE_FILLING);
         gen = SN_SHARE_GEN(claim) + 1;
         atomic_store_explicit(&slot->done, 0, memory_order_relaxed);
         atomic_store_explicit(&slot->error, 0, memory_order_relaxed);
@@ -199,7 +213,6 @@ static sn_share_slot_t *sn_share_offer(sn_dev_seg_t *seg,
         atomic_store_explicit(&slot->claim,
                               SN_SHARE_CLAIM(gen, SN_SHARE_OPEN),
                               memory_order_release);
-        atomic_fetch_add_explicit(&seg->shares, 1, memory_order_release);
         *gen_p = gen;
         return slot;
     }
@@ -295,14 +308,32 @@ static void sn_share_failed(sn_dev_seg_t *seg, sn_share_slot_t *slot,
     }
 }
 
+/* The reader of a slot in the state claim is gone: one filling it is
+ * named by the claim (its start time is not written yet: any process of
+ * that pid counts as it), one that offered it by the slot */
+static bool sn_share_reader_dead(const sn_share_slot_t *slot, uint64_t claim)
+{
+    uint32_t state = SN_SHARE_STATE(claim);
+    sn_proc_id_t reader;
+
+    if (state & SN_SHARE_FILLING) {
+        reader.pid = state & ~SN_SHARE_FILLING;
+        return (reader.pid != 0) && !sn_proc_pid_alive(reader.pid);
+    }
+    reader.pid        = atomic_load_explicit(&slot->pid, memory_order_relaxed);
+    reader.uid        = 0;
+    reader.start_time = atomic_load_explicit(&slot->start_time,
+                                             memory_order_relaxed);
+    return !sn_proc_alive(&reader);
+}
+
 /* A slot of ours we took nothing from, in the state claim: when it stays
  * so for SN_SHARE_STALE_RUNS runs and its reader is dead, the reader died
- * after its last chunk (before, our copy finds it gone: ESRCH), and we
- * free the slot.  A reader dying while it fills a slot leaves it taken. */
+ * while it filled the slot or after its last chunk (between, our copy
+ * finds it gone: ESRCH), and we free the slot. */
 static void sn_share_idle(sn_context_t *ctx, uint32_t i, uint64_t claim)
 {
     sn_share_slot_t *slot = &ctx->seg->share[i];
-    sn_proc_id_t reader;
 
     if (ctx->share_idle[i].claim != claim) {
         ctx->share_idle[i].claim = claim;
@@ -313,18 +344,13 @@ static void sn_share_idle(sn_context_t *ctx, uint32_t i, uint64_t claim)
         return;
     }
     ctx->share_idle[i].runs = 0;
-    reader.pid        = atomic_load_explicit(&slot->pid, memory_order_relaxed);
-    reader.uid        = 0;
-    reader.start_time = atomic_load_explicit(&slot->start_time,
-                                             memory_order_relaxed);
-    if (!sn_proc_alive(&reader) &&
+    if (sn_share_reader_dead(slot, claim) &&
         atomic_compare_exchange_strong_explicit(
                 &slot->claim, &claim,
                 SN_SHARE_CLAIM(SN_SHARE_GEN(claim), SN_SHARE_FREE),
                 memory_order_acq_rel, memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&ctx->seg->shares, 1, memory_order_relaxed);
-        sn_debug("shared read slot %u of dead process %u freed", i,
-                 reader.pid);
+        sn_debug("shared read slot %u of a dead process freed", i);
     }
 }
 
@@ -340,7 +366,11 @@ static unsigned sn_share_serve(sn_context_t *ctx, uint32_t i)
     size_t len;
     int ret;
 
-    if (SN_SHARE_STATE(claim) < SN_SHARE_OPEN) {
+    if (SN_SHARE_STATE(claim) == SN_SHARE_FREE) {
+        return 0;
+    }
+    if (!sn_share_holds_read(SN_SHARE_STATE(claim))) {
+        sn_share_idle(ctx, i, claim);   /* being filled */
         return 0;
     }
     /* read before the first take, whose success shows they were the
@@ -408,6 +438,6 @@ int softnic_test_share_stats(struct ibv_context *context,
     ctx             = sn_ctx(context);
     stats->offered  = atomic_load(&ctx->shares_offered);
     stats->served   = atomic_load(&ctx->share_chunks_served);
-    stats->open     = atomic_load(&ctx->seg->shares);
+    stats->taken    = atomic_load(&ctx->seg->shares);
     return 0;
 }

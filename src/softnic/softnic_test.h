@@ -114,21 +114,24 @@ int  softnic_test_engine_stats(struct ibv_context *context,
                                softnic_engine_stats_t *stats);
 /* Reads shared with their responder (softnic_rdma.c), observed: reads of
  * this device's offered to their responder, chunks this device copied for
- * peers' reads, and slots of its segment in use now */
+ * peers' reads, and slots of its segment taken now (being filled or
+ * holding a read) */
 typedef struct softnic_share_stats {
     uint64_t offered;
     uint64_t served;
-    uint32_t open;
+    uint32_t taken;
 } softnic_share_stats_t;
 
 /* 0, or EINVAL on another NIC's context */
 int  softnic_test_share_stats(struct ibv_context *context,
                               softnic_share_stats_t *stats);
-/* Stops every shared read of this process (any device) at two points:
+/* Stops every shared read of this process (any device) at three points:
+ * while the reader fills the responder's slot (claimed, not yet open),
  * just after the reader offered it, before it takes a chunk, and once no
  * chunk is taken any more, before it waits for the responder's and frees
  * the slot.  The hook runs on the reader's thread; NULL removes it. */
 typedef enum {
+    SOFTNIC_SHARE_FILLING,
     SOFTNIC_SHARE_OFFERED,
     SOFTNIC_SHARE_CLOSED
 } softnic_share_point_t;

@@ -117,16 +117,28 @@ int sn_proc_self(sn_proc_id_t *id)
     return sn_proc_start_time(getpid(), &id->start_time);
 }
 
-/* Alive: same pid and start time, and not a zombie (which never answers) */
-bool sn_proc_alive(const sn_proc_id_t *id)
+/* Alive: same pid and start time (any, when start_time is NULL), and not
+ * a zombie (which never answers) */
+static bool sn_pid_alive(uint32_t pid, const uint64_t *start_time)
 {
     uint64_t st;
     char state;
 
-    if (sn_proc_stat((pid_t)id->pid, &state, &st) != 0) {
+    if (sn_proc_stat((pid_t)pid, &state, &st) != 0) {
         return false;
     }
-    return (st == id->start_time) && (state != 'Z') && (state != 'X');
+    return ((start_time == NULL) || (st == *start_time)) &&
+           (state != 'Z') && (state != 'X');
+}
+
+bool sn_proc_alive(const sn_proc_id_t *id)
+{
+    return sn_pid_alive(id->pid, &id->start_time);
+}
+
+bool sn_proc_pid_alive(uint32_t pid)
+{
+    return sn_pid_alive(pid, NULL);
 }
 
 uint32_t sn_host_id(void)

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             8u            /* 8: a shared read's
-                                                closed flag and reader */
+#define SN_VERSION             9u            /* 9: a shared read's
+                                                filler in its claim */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -89,17 +89,19 @@ enum {
  * offers the read here in chunks, and this device, when it runs, copies
  * some of them into the reader's memory (process_vm_writev), as a
  * responder's NIC serves a read: two CPUs copy where one would.  claim is
- * generation << 32 | state: SN_SHARE_FREE, SN_SHARE_FILLING, or
- * SN_SHARE_OPEN + the next chunk to take; a chunk is taken by
- * compare-and-swap, by either side, so a stale look at a reused slot takes
- * nothing.  SN_SHARE_CLOSED in the state: no chunk is taken any more, and
- * the rest still counts those that were.  The reader waits for the chunks
- * this device took (done) before it frees the slot; a reader that dies
- * holding it has the slot freed by this device.
+ * generation << 32 | state: SN_SHARE_FREE, SN_SHARE_FILLING | the reader's
+ * pid while it fills the slot, or SN_SHARE_OPEN + the next chunk to take;
+ * a chunk is taken by compare-and-swap, by either side, so a stale look at
+ * a reused slot takes nothing.  SN_SHARE_CLOSED in the state: no chunk is
+ * taken any more, and the rest still counts those that were.  The reader
+ * waits for the chunks this device took (done) before it frees the slot; a
+ * reader that dies holding it, filling it included, has the slot freed by
+ * this device.
  */
 #define SN_SHARE_SLOTS         16
 
-enum { SN_SHARE_FREE, SN_SHARE_FILLING, SN_SHARE_OPEN };
+enum { SN_SHARE_FREE, SN_SHARE_OPEN = 2 };
+#define SN_SHARE_FILLING       0x40000000u  /* | pid (below 2^22) */
 #define SN_SHARE_CLOSED        0x80000000u
 
 typedef struct sn_share_slot {
@@ -121,7 +123,7 @@ typedef struct sn_share_slot {
 typedef struct sn_dev_seg {
     sn_seg_hdr_t     hdr;
     sn_doorbell_t    db SN_ALIGNED;
-    _Atomic uint32_t shares SN_ALIGNED;  /* slots in use: 0, nothing to do */
+    _Atomic uint32_t shares SN_ALIGNED;  /* slots taken: 0, nothing to do */
     sn_share_slot_t  share[SN_SHARE_SLOTS];
     sn_mr_slot_t     mr[SN_MR_SLOTS] SN_ALIGNED;
 } sn_dev_seg_t;

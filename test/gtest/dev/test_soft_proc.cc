@@ -319,9 +319,11 @@ TEST(soft_proc, rdma_to_dead_peer_fails)
 }
 
 /* A reader that dies holding a read it offered to this process's device
- * (softnic_rdma.c): just after the offer, the device's copy finds it gone;
- * after its last chunk, nothing is left to copy and the device looks at the
- * reader itself.  Either way the slot comes back. */
+ * (softnic_rdma.c): while it fills the slot, nothing is offered yet and the
+ * device looks at the reader the claim names; just after the offer, the
+ * device's copy finds it gone; after its last chunk, nothing is left to
+ * copy and the device looks at the reader itself.  Each way the slot comes
+ * back. */
 static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
 {
     const size_t len = 4 << 20;
@@ -363,14 +365,19 @@ static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
     ASSERT_EQ(0, WEXITSTATUS(status));
 
     softnic_share_stats_t st = share_stats(n);
-    EXPECT_EQ(1u, st.open);             /* the dead reader's */
+    EXPECT_EQ(1u, st.taken);             /* the dead reader's */
     double deadline = now_sec() + 10;
-    while ((st.open != 0) && (now_sec() < deadline)) {
+    while ((st.taken != 0) && (now_sec() < deadline)) {
         n.poll();
         st = share_stats(n);
     }
-    EXPECT_EQ(0u, st.open);
+    EXPECT_EQ(0u, st.taken);
     n.close();
+}
+
+TEST(soft_proc, reader_dead_while_it_fills_the_slot_gives_it_back)
+{
+    reader_dies_holding_a_shared_read(SOFTNIC_SHARE_FILLING);
 }
 
 TEST(soft_proc, reader_dead_after_its_offer_gives_the_slot_back)

@@ -71,7 +71,7 @@ protected:
         softnic_share_stats_t rs = share_stats(r);
         EXPECT_GT(rs.served, 0u) << "after " << reads << " reads";
         EXPECT_EQ(reads, share_stats(s).offered);
-        EXPECT_EQ(0u, rs.open);
+        EXPECT_EQ(0u, rs.taken);
     }
 };
 
@@ -99,7 +99,7 @@ TEST_F(soft_rdma, long_read_completes_without_the_responder)
     softnic_share_stats_t rs = share_stats(r), ss = share_stats(s);
     EXPECT_EQ(1u, ss.offered);
     EXPECT_EQ(0u, rs.served);
-    EXPECT_EQ(0u, rs.open);         /* the offer is withdrawn */
+    EXPECT_EQ(0u, rs.taken);         /* the offer is withdrawn */
 }
 
 /* Reads too short to share are one copy, offered to nobody */
@@ -154,7 +154,7 @@ TEST_F(soft_rdma, bad_rkey_fails_before_the_offer)
     ASSERT_TRUE(s.next(&wc));
     EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
     EXPECT_EQ(0u, share_stats(s).offered);
-    EXPECT_EQ(0u, share_stats(r).open);
+    EXPECT_EQ(0u, share_stats(r).taken);
 }
 
 /* A chunk the responder fails (its region deregistered after the offer,
@@ -193,5 +193,5 @@ TEST_F(soft_rdma, responder_chunk_failure_fails_the_read)
     EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
     EXPECT_EQ(11u, wc.wr_id);
     EXPECT_EQ(0u, share_stats(r).served);
-    EXPECT_EQ(0u, share_stats(r).open);
+    EXPECT_EQ(0u, share_stats(r).taken);
 }
