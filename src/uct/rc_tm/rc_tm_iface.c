@@ -160,7 +160,10 @@ static unsigned uct_rc_tm_iface_post_rx_batch(uct_rc_tm_iface_t *iface)
 }
 
 /* Fills the SRQ: a NIC's tag matching wants every untagged buffer posted
- * (mlx5's at least 33), and a polled batch used at most one batch */
+ * (mlx5's at least 33), and a polled batch used at most one batch.  Polls
+ * call it once rx.refill buffers are missing, as rc_mlx5 posts once
+ * UCX_IB_RX_MAX_BATCH are: a post per message costs the software NIC a
+ * verbs call per message. */
 void uct_rc_tm_iface_post_rx(uct_rc_tm_iface_t *iface)
 {
     while (uct_rc_tm_iface_post_rx_batch(iface) == UCT_RC_TM_POLL_BATCH) {
@@ -507,6 +510,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
                                   ucs_max(1, md->caps.tm.max_num_tags / 8);
     self->rx.depth              = md->caps.max_srq_wr;
     self->rx.posted             = 0;
+    self->rx.refill             = ucs_min(UCT_RC_TM_POLL_BATCH,
+                                          self->rx.depth / 4);
     self->rx.headroom           = (params->field_mask &
                                    UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
                                   params->rx_headroom : 0;

@@ -234,6 +234,7 @@ typedef struct uct_rc_tm_iface {
         ucs_mpool_t           mp;       /* untagged SRQ buffers */
         unsigned              posted;   /* buffers the SRQ holds */
         unsigned              depth;
+        unsigned              refill;   /* buffers missing before a refill */
         size_t                headroom;    /* the user's rx headroom */
         size_t                msg_offset;  /* element -> message (TMH) */
         uct_recv_desc_t       release_desc;

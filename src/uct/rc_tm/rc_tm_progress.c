@@ -189,7 +189,9 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
         }
         uct_rc_tm_tag_batch_end(iface);
         count += n;
-        uct_rc_tm_iface_post_rx(iface);
+        if (iface->rx.depth - iface->rx.posted >= iface->rx.refill) {
+            uct_rc_tm_iface_post_rx(iface);
+        }
     } else if (ucs_unlikely(n < 0)) {
         uct_rc_tm_iface_cq_failed(iface, "receive", -n);
     } else if (ucs_unlikely(iface->rx.posted == 0)) {
