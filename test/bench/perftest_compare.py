@@ -334,12 +334,25 @@ class CpuUse:
             if wall > 0 else 0.0
 
 
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo): figures of one machine kind
+    differ from CPU to CPU"""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU model unknown"
+
+
 def print_table(args, tests, sizes, tls, cells, cpu_use):
     if tests:
-        print("ucx_perftest %s, server and client on this host (%d CPUs), "
-              "UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio to %s "
-              "measured in the same run" %
-              (ucx_version(args), os.cpu_count(), args.repeat,
+        print("ucx_perftest %s, server and client on this host (%d CPUs, "
+              "%s), UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio "
+              "to %s measured in the same run" %
+              (ucx_version(args), os.cpu_count(), cpu_model(), args.repeat,
                args.reference))
     share = cpu_use.others_share()
     print("other processes used %.0f%% of the CPUs during the runs%s" %
