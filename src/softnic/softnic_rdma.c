@@ -314,11 +314,12 @@ static void sn_share_failed(sn_dev_seg_t *seg, sn_share_slot_t *slot,
 static bool sn_share_reader_dead(const sn_share_slot_t *slot, uint64_t claim)
 {
     uint32_t state = SN_SHARE_STATE(claim);
+    uint32_t filler;
     sn_proc_id_t reader;
 
     if (state & SN_SHARE_FILLING) {
-        reader.pid = state & ~SN_SHARE_FILLING;
-        return (reader.pid != 0) && !sn_proc_pid_alive(reader.pid);
+        filler = state & ~SN_SHARE_FILLING;
+        return (filler != 0) && !sn_proc_pid_alive(filler);
     }
     reader.pid        = atomic_load_explicit(&slot->pid, memory_order_relaxed);
     reader.uid        = 0;

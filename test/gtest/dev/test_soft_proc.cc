@@ -365,7 +365,7 @@ static void reader_dies_holding_a_shared_read(softnic_share_point_t point)
     ASSERT_EQ(0, WEXITSTATUS(status));
 
     softnic_share_stats_t st = share_stats(n);
-    EXPECT_EQ(1u, st.taken);             /* the dead reader's */
+    EXPECT_EQ(1u, st.taken);            /* the dead reader's */
     double deadline = now_sec() + 10;
     while ((st.taken != 0) && (now_sec() < deadline)) {
         n.poll();

@@ -99,7 +99,7 @@ TEST_F(soft_rdma, long_read_completes_without_the_responder)
     softnic_share_stats_t rs = share_stats(r), ss = share_stats(s);
     EXPECT_EQ(1u, ss.offered);
     EXPECT_EQ(0u, rs.served);
-    EXPECT_EQ(0u, rs.taken);         /* the offer is withdrawn */
+    EXPECT_EQ(0u, rs.taken);        /* the offer is withdrawn */
 }
 
 /* Reads too short to share are one copy, offered to nobody */
