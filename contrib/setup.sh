@@ -6,9 +6,10 @@
 #   contrib/setup.sh demo       ... then show the module loaded into ucx_info
 #                               and benchmark rc_tm against UCX's sm (the
 #                               reference), posix and tcp, deep receive
-#                               queues, and the overlap of a message with
-#                               computation under Open MPI (tables, and a
-#                               plot in build/demo/)
+#                               queues, the overlap of a message with
+#                               computation under Open MPI, and latency with
+#                               many idle peers (tables, and a plot in
+#                               build/demo/)
 #   contrib/setup.sh check      ... then run the whole test suite (make check),
 #                               the Debian package built, installed and
 #                               checked, and the googletest programs once more
@@ -260,11 +261,12 @@ run_demo() {
         /error handling/ { show = 0 }
         show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
     # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
-    log "benchmark: Debian's ucx_perftest over rc_tm, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix, then overlap with computation (mpi_overlap under mpirun) over rc_tm with its engine thread and inline, sm and posix (3 minutes on an idle 2-core machine)"
+    log "benchmark: Debian's ucx_perftest over rc_tm, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix, then overlap with computation (mpi_overlap under mpirun) over rc_tm with its engine thread and inline, sm and posix, then latency with many idle peers (mpi_many_peers under mpirun, 2 and 34 ranks) over rc_tm and sm (4 minutes on an idle 2-core machine)"
     log "this host: $(nproc) CPUs (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
     /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
         --deep-queue "$build/test/bench/ucp_deep_queue" \
         --overlap "$build/test/bench/mpi_overlap" \
+        --peers "$build/test/bench/mpi_many_peers" \
         --png "$out/perftest.png" | tee "$out/perftest.txt"
     log "table: $out/perftest.txt"
     log "plot:  $out/perftest.png"

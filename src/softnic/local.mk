@@ -8,6 +8,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_wire.h \
 	src/softnic/softnic_int.h \
 	src/softnic/softnic_engine.h \
+	src/softnic/softnic_ring.h \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
 	src/softnic/softnic_rdma.c \
@@ -18,6 +19,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_req.c \
 	src/softnic/softnic_resp.c \
 	src/softnic/softnic_comp.c \
+	src/softnic/softnic_park.c \
 	src/softnic/softnic_async.c \
 	src/softnic/softnic_engine.c \
 	src/softnic/softnic_wire.c \

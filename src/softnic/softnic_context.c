@@ -367,6 +367,14 @@ int softnic_dv_set_attr(struct ibv_context *context,
  * PD.  Until then an open device is only queried (listing probes it so),
  * which then costs no shared memory and no sweep of leftovers.
  */
+/* What sn_ctx_bring_up allocated besides the segment */
+static void sn_ctx_tables_cleanup(sn_context_t *ctx)
+{
+    sn_mr_table_cleanup(ctx);
+    free(ctx->wake_qps);
+    ctx->wake_qps = NULL;
+}
+
 static int sn_ctx_bring_up(sn_context_t *ctx)
 {
     char name[96];
@@ -380,10 +388,15 @@ static int sn_ctx_bring_up(sn_context_t *ctx)
     if (ret != 0) {
         return ret;
     }
+    ctx->wake_qps = calloc(SN_WAKE_SLOTS, sizeof(*ctx->wake_qps));
+    if (ctx->wake_qps == NULL) {
+        sn_ctx_tables_cleanup(ctx);
+        return ENOMEM;
+    }
     sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
     ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
     if (ret != 0) {
-        sn_mr_table_cleanup(ctx);
+        sn_ctx_tables_cleanup(ctx);
         return ret;
     }
     ctx->seg = ctx->shm.base;
@@ -393,7 +406,7 @@ static int sn_ctx_bring_up(sn_context_t *ctx)
         if (ret != 0) {
             sn_shm_destroy(&ctx->shm);
             ctx->seg = NULL;
-            sn_mr_table_cleanup(ctx);
+            sn_ctx_tables_cleanup(ctx);
             return ret;
         }
     }
@@ -535,7 +548,7 @@ int softnic_close_device(struct ibv_context *context)
             atomic_store(&ctx->seg->hdr.closed, 1);
         }
         sn_shm_destroy(&ctx->shm);
-        sn_mr_table_cleanup(ctx);
+        sn_ctx_tables_cleanup(ctx);
     }
     pthread_mutex_destroy(&context->mutex);
     free(ctx);

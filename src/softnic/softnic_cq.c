@@ -64,14 +64,15 @@ static inline unsigned sn_cq_run(sn_cq_t *cq)
             work += sn_srq_progress(srq);
         }
     }
-    for (it = cq->send_qps.next; it != &cq->send_qps; it = next) {
-        next = it->next;
-        qp   = sn_container_of(it, sn_qp_t, cq_link);
-        if (sn_qp_waits_on_peer(qp) || qp->last_wqe_due) {
-            sq_head = qp->sq_head;
-            sq_sent = qp->sq_sent;
-            sn_qp_progress_send(qp);
-            work   += (qp->sq_head != sq_head) + (qp->sq_sent != sq_sent);
+    for (it = cq->send_busy.next; it != &cq->send_busy; it = next) {
+        next    = it->next;
+        qp      = sn_container_of(it, sn_qp_t, busy_link);
+        sq_head = qp->sq_head;
+        sq_sent = qp->sq_sent;
+        sn_qp_progress_send(qp);
+        work   += (qp->sq_head != sq_head) + (qp->sq_sent != sq_sent);
+        if (!sn_qp_waits_on_peer(qp) && !qp->last_wqe_due) {
+            sn_list_del(&qp->busy_link);
         }
     }
     return work;
@@ -302,6 +303,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     pthread_cond_init(&cq->ex.cond, NULL);
     sn_list_init(&cq->srqs);
     sn_list_init(&cq->send_qps);
+    sn_list_init(&cq->send_busy);
     sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
     sn_ctx_unlock(ctx);

@@ -161,7 +161,11 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
     seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
     atomic_store_explicit(&ctx->engine_sleep_seq, seq, memory_order_relaxed);
     atomic_store_explicit(&db->sleep, state, memory_order_seq_cst);
-    /* the last look, after the announcement (see sn_db_ring) */
+    /* the last look, after the announcement (see sn_db_ring), at parked
+     * rings too: a wake lost to a race (softnic_park.c) is found here */
+    pthread_mutex_lock(&ctx->lock);
+    sn_ctx_sweep_parked(ctx);
+    pthread_mutex_unlock(&ctx->lock);
     if ((sn_engine_round(ctx, &still_waiting) != 0) ||
         (still_waiting != waiting) || sn_engine_stopping(ctx)) {
         atomic_store_explicit(&db->sleep, SN_DB_AWAKE, memory_order_relaxed);

@@ -66,6 +66,9 @@ static inline void sn_qp_ring_peer(sn_qp_t *qp)
 {
     if ((qp->peer != NULL) && ((qp->db_out_tail != qp->out_tail) ||
                                (qp->db_in_head != qp->in_head))) {
+        if (qp->db_out_tail != qp->out_tail) {
+            sn_qp_check_peer_parked(qp);
+        }
         qp->db_out_tail = qp->out_tail;
         qp->db_in_head  = qp->in_head;
         sn_db_ring(qp->peer->seg);

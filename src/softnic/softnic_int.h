@@ -187,6 +187,10 @@ struct sn_context {
     sn_list_t          peers;
     sn_list_t          cqs;
     sn_list_t          qps;
+    sn_qp_t            **wake_qps;   /* by wake slot (softnic_park.c) */
+    _Atomic bool       drop_wakes;   /* steering: producers wake nothing */
+    uint32_t           wake_next;    /* where the search for a free one
+                                        starts */
     sn_list_t          events;       /* QPs with an asynchronous event not
                                         yet read (softnic_async.c) */
     unsigned           srqs;
@@ -267,6 +271,8 @@ struct sn_cq {
     const sn_cqe_t     *cur_cqe;     /* ... what the read_* functions read */
     sn_list_t          srqs;         /* TM-SRQs whose completions come here */
     sn_list_t          send_qps;     /* QPs whose send completions come here */
+    sn_list_t          send_busy;    /* those with send-side work: a poll
+                                        looks at these only */
     bool               overrun;      /* it overflowed: in error for good */
     sn_cqe_t           lost;         /* where entries past an overrun go */
 };
@@ -357,7 +363,12 @@ struct sn_srq {
     sn_srq_seg_t       *seg;
     uint32_t           accepted;     /* requests taken from seg */
     sn_list_t          qps;          /* QPs whose receives come here */
-    sn_list_t          *rr_next;     /* round-robin position in qps */
+    sn_list_t          active;       /* those whose rings a run looks at;
+                                        the others are parked */
+    sn_list_t          *rr_next;     /* round-robin position in active */
+    uint32_t           nactive, nparked;
+    uint32_t           runs;         /* of the arrival stage */
+    uint64_t           woken, swept; /* parked QPs taken back (statistics) */
     /* untagged buffers: FIFO */
     sn_rbuf_t          *rbufs;
     uint32_t           max_wr;
@@ -425,6 +436,11 @@ struct sn_qp {
     sn_list_t          ctx_link;     /* in ctx->qps */
     sn_list_t          srq_link;     /* in srq->qps */
     sn_list_t          cq_link;      /* in send_cq->send_qps */
+    sn_list_t          active_link;  /* in srq->active, unless parked */
+    sn_list_t          busy_link;    /* in send_cq->send_busy, or alone */
+    uint32_t           wake_slot;    /* 1 + its wake slot; 0: none */
+    bool               parked;       /* its ring is not looked at */
+    uint32_t           idle_runs;    /* arrival runs its ring was empty */
     sn_srq_t           *srq;
     sn_cq_t            *send_cq;
     bool               rx_only;      /* no send queue: the NIC does
@@ -731,59 +747,9 @@ static inline void sn_wqe_done(sn_wqe_t *wqe, enum ibv_wc_status status)
 int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 
 
-/* ---- The ring, consumer side (the responder) ---- */
-
-/* The record at the consumer's position, if published: the one cache line
- * the consumer needs to see a small message (no producer counter to read) */
-static inline sn_rec_t *sn_ring_head_rec(sn_qp_t *qp)
-{
-    return sn_ring_rec(qp->in, qp->in_mask, qp->in_head);
-}
-
-static inline void sn_ring_advance(sn_qp_t *qp, uint32_t len)
-{
-    qp->in_head += sn_rec_size(len);
-    /* release: our reads of the record come before the producer reuses it */
-    atomic_store_explicit(&qp->in->head, qp->in_head, memory_order_release);
-}
-
-/* The oldest message waiting on qp's inbound ring, if any */
-static inline bool sn_ring_peek(sn_qp_t *qp, sn_rec_t **rec_p)
-{
-    sn_rec_t *rec = sn_ring_head_rec(qp);
-    uint16_t type = sn_rec_type(rec);
-
-    if (sn_likely(type == SN_REC_MSG)) {
-        *rec_p = rec;
-        return true;
-    }
-    return (type != 0) && sn_ring_skip_pad(qp, rec_p);
-}
-
-static inline void sn_ring_release(sn_qp_t *qp, sn_rec_t *rec)
-{
-    sn_ring_advance(qp, rec->len);
-}
-
-/* A QP connected to its peer: RTR or RTS.  Its messages are taken off its
- * ring, and the NIC may send FINs on it.  In ERR it does neither. */
-static inline bool sn_qp_connected(const sn_qp_t *qp)
-{
-    return (qp->ibv.state == IBV_QPS_RTR) || (qp->ibv.state == IBV_QPS_RTS);
-}
-
-/* Anything (a message or padding) at the head of qp's inbound ring?  The
- * cheap look before sn_srq_step_arrival, which looks again; a QP not
- * connected takes nothing (as sn_srq_arrival_peek) */
-static inline bool sn_ring_has_rec(sn_qp_t *qp)
-{
-    return sn_qp_connected(qp) &&
-           (__atomic_load_n(&sn_ring_head_rec(qp)->type,
-                            __ATOMIC_RELAXED) != 0);
-}
-
 #pragma GCC visibility pop
 
+#include "softnic_ring.h"
 #include "softnic_engine.h"
 
 #endif

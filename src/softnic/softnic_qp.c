@@ -153,6 +153,8 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     sn_list_init(&qp->ctx_link);
     sn_list_init(&qp->srq_link);
     sn_list_init(&qp->cq_link);
+    sn_list_init(&qp->active_link);
+    sn_list_init(&qp->busy_link);
     sn_list_init(&qp->event_link);
     qp->srq             = srq;
     qp->send_cq         = cq;
@@ -179,7 +181,10 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
 {
     sn_list_add_tail(&ctx->qps, &qp->ctx_link);
     sn_list_add_tail(&qp->srq->qps, &qp->srq_link);
+    sn_list_add_tail(&qp->srq->active, &qp->active_link);
+    ++qp->srq->nactive;
     sn_list_add_tail(&qp->send_cq->send_qps, &qp->cq_link);
+    sn_wake_slot_get(ctx, qp);
 }
 
 void sn_qp_free(sn_qp_t *qp)
@@ -256,11 +261,19 @@ void sn_qp_destroy(sn_qp_t *qp)
     }
     sn_srq_forget_qp(qp->srq, qp);
     sn_qp_events_drop(qp);
-    if (qp->srq->rr_next == &qp->srq_link) {
-        qp->srq->rr_next = qp->srq_link.next;
+    if (qp->parked) {
+        --qp->srq->nparked;
+    } else if (!sn_list_empty(&qp->active_link)) {     /* linked */
+        if (qp->srq->rr_next == &qp->active_link) {
+            qp->srq->rr_next = qp->active_link.next;
+        }
+        sn_list_del(&qp->active_link);
+        --qp->srq->nactive;
     }
+    sn_wake_slot_put(ctx, qp);
     sn_list_del(&qp->srq_link);
     sn_list_del(&qp->cq_link);
+    sn_list_del(&qp->busy_link);
     sn_list_del(&qp->ctx_link);
 
     /* the peer's outstanding sends to us now fail */
@@ -342,6 +355,7 @@ void sn_qp_set_error(sn_qp_t *qp)
     qp->ibv.state    = IBV_QPS_ERR;
     qp->fin_count    = 0;
     qp->last_wqe_due = true;    /* raised by the device's progress */
+    sn_qp_mark_busy(qp);
     /* our peer will see us gone, as it would see an RC QP stop answering */
     if (sn_ctx_is_ours(sn_qp_ctx(qp))) {
         atomic_store(&qp->in->hdr.closed, 1);
@@ -426,6 +440,10 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
     }
     sn_qp_attr_save(qp, attr, attr_mask);
     qp->ibv.state = to;
+    if (to == IBV_QPS_RTR) {
+        /* parked before it took anything: what waits for RTR is taken */
+        sn_qp_unpark(qp);
+    }
     return 0;
 }
 

@@ -226,6 +226,7 @@ int sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len)
         qp->fin_cap = cap;
     }
     memcpy(qp->fins[qp->fin_count++].data, fin, len);
+    sn_qp_mark_busy(qp);
     return 0;
 }
 
@@ -385,6 +386,9 @@ int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
     if (qp->ibv.state == IBV_QPS_RTS) {
         sn_qp_push(qp);
         sn_qp_ring_peer(qp);    /* its device takes what we sent */
+    }
+    if (sn_qp_waits_on_peer(qp)) {
+        sn_qp_mark_busy(qp);
     }
     sn_ctx_unlock(ctx);
     /* our engine, asleep without its timer, completes the sends and

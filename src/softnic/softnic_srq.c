@@ -226,7 +226,8 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
         srq->tag_free              = &srq->tags[i - 1];
     }
     sn_list_init(&srq->qps);
-    srq->rr_next = &srq->qps;
+    sn_list_init(&srq->active);
+    srq->rr_next = &srq->active;
     ret = sn_srq_seg_create(ctx, srq);
     if (ret != 0) {
         goto err_free;
@@ -521,23 +522,29 @@ static unsigned sn_srq_run_ops(sn_srq_t *srq)
     return n;
 }
 
-/* Arrivals, round-robin over QPs, up to SN_ARRIVAL_BURST messages of each
- * per round.  A connection has two QPs and an accepted one two more, while
- * messages come on one: a ring with nothing at its head is passed over with
- * one load, and the full look (sn_srq_step_arrival) is paid per message.
- * The burst keeps each QP's order and lets no QP wait for more than a burst
- * of each other one; one message per QP per round cost a round per message
- * (issue 14).  Another round only when a burst was cut short: what arrives
+/* Arrivals, round-robin over the active QPs (softnic_park.c parks the
+ * others), up to SN_ARRIVAL_BURST messages of each per round.  A
+ * connection has two QPs and an accepted one two more, while messages come
+ * on one: a ring with nothing at its head is passed over with one load,
+ * and the full look (sn_srq_step_arrival) is paid per message.  The burst
+ * keeps each QP's order and lets no QP wait for more than a burst of each
+ * other one; one message per QP per round cost a round per message (issue
+ * 14).  Another round only when a burst was cut short: what arrives
  * meanwhile is the next run's, as a poll that finds the rings empty leaves
  * it (a round more per run cost a look at every ring per message). */
 static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
 {
     sn_list_t *start, *it;
     unsigned n = 0, burst;
-    bool cut;
+    bool cut, park = false;
     sn_qp_t *qp;
 
-    if (sn_list_empty(&srq->qps)) {
+    sn_ctx_check_wakes(sn_ctx(srq->ibv.context));
+    if (sn_unlikely(srq->nparked != 0) &&
+        ((++srq->runs % SN_PARK_SWEEP) == 0)) {
+        sn_srq_sweep_parked(srq);
+    }
+    if (sn_list_empty(&srq->active)) {
         return 0;
     }
     do {
@@ -545,23 +552,32 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
         start = srq->rr_next;
         it    = start;
         do {
-            if (it != &srq->qps) {
-                qp = sn_container_of(it, sn_qp_t, srq_link);
-                for (burst = 0; (burst < SN_ARRIVAL_BURST) &&
-                                sn_ring_has_rec(qp) &&
-                                (sn_srq_step_arrival(srq, qp) == 0);
-                     ++burst) {
-                }
-                n   += burst;
-                cut |= (burst == SN_ARRIVAL_BURST);
-                if (burst != 0) {
-                    sn_qp_ring_peer(qp);    /* room in its ring */
+            if (it != &srq->active) {
+                qp = sn_container_of(it, sn_qp_t, active_link);
+                if (!sn_ring_has_rec(qp)) {
+                    park |= (++qp->idle_runs >= SN_PARK_RUNS);
+                } else {
+                    qp->idle_runs = 0;
+                    for (burst = 0; (burst < SN_ARRIVAL_BURST) &&
+                                    sn_ring_has_rec(qp) &&
+                                    (sn_srq_step_arrival(srq, qp) == 0);
+                         ++burst) {
+                    }
+                    n   += burst;
+                    cut |= (burst == SN_ARRIVAL_BURST);
+                    if (burst != 0) {
+                        sn_qp_ring_peer(qp);    /* room in its ring */
+                    }
                 }
             }
             it = it->next;
         } while (it != start);
         srq->rr_next = start->next;
     } while (cut);
+    if (sn_unlikely(park) &&
+        (srq->nactive + srq->nparked > SN_PARK_MIN_QPS)) {
+        sn_srq_park_idle(srq);
+    }
     return n;
 }
 

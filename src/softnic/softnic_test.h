@@ -139,6 +139,23 @@ typedef enum {
 typedef void (*softnic_share_hook_t)(softnic_share_point_t point, void *arg);
 
 void softnic_test_set_share_hook(softnic_share_hook_t hook, void *arg);
+/* What an SRQ's polls look at (softnic_park.c): its QPs whose rings it
+ * looks at and those it parked, and how often a parked ring was taken back
+ * by its producer's wake bit or by a sweep */
+typedef struct softnic_park_stats {
+    uint32_t active;
+    uint32_t parked;
+    uint64_t woken;
+    uint64_t swept;
+} softnic_park_stats_t;
+
+/* 0, or EINVAL on another NIC's SRQ */
+int  softnic_test_park_stats(struct ibv_srq *srq, softnic_park_stats_t *stats);
+/* 1 if qp's inbound ring is parked, else 0 */
+int  softnic_test_qp_parked(struct ibv_qp *qp);
+/* Producers on this device do not wake the rings they publish into, as a
+ * producer that lost the race with a park does not (drop: 1; 0 restores) */
+void softnic_test_drop_wakes(struct ibv_context *context, int drop);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
 

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             9u            /* 9: a shared read's
-                                                filler in its claim */
+#define SN_VERSION             10u           /* 10: parked rings and
+                                                their wake bits */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -118,11 +118,29 @@ typedef struct sn_share_slot {
     _Atomic uint64_t start_time;
 } SN_ALIGNED sn_share_slot_t;
 
-/* Device segment: header, doorbell, shared reads, then the registration
- * table */
+/*
+ * Wake bits of parked rings (softnic_park.c): a consumer stops looking at
+ * an inbound ring that stays empty while it has many, and parks it
+ * (sn_ring_ctl_t.parked = 1 + the ring's wake slot).  The ring's producer,
+ * having published into a parked ring, takes the park (exchanges it to 0)
+ * and sets the slot's bit in its consumer's device segment, then the
+ * word's bit in sum; the consumer reads sum on each poll.  A producer
+ * bound to a bad slot number sets nothing.
+ */
+#define SN_WAKE_SLOTS          4096
+#define SN_WAKE_WORDS          (SN_WAKE_SLOTS / 64)
+
+typedef struct sn_wake {
+    _Atomic uint64_t sum;       /* bit w: word[w] has bits set */
+    _Atomic uint64_t word[SN_WAKE_WORDS] SN_ALIGNED;
+} sn_wake_t;
+
+/* Device segment: header, doorbell, wake bits, shared reads, then the
+ * registration table */
 typedef struct sn_dev_seg {
     sn_seg_hdr_t     hdr;
     sn_doorbell_t    db SN_ALIGNED;
+    sn_wake_t        wake SN_ALIGNED;
     _Atomic uint32_t shares SN_ALIGNED;  /* slots taken: 0, nothing to do */
     sn_share_slot_t  share[SN_SHARE_SLOTS];
     sn_mr_slot_t     mr[SN_MR_SLOTS] SN_ALIGNED;
@@ -177,13 +195,19 @@ typedef struct sn_srq_seg {
  * store; so the consumer, having acquired a record, sees 0 or a newer record
  * where the next one starts.  The ring keeps one line free for it.  head is
  * the consumer's position, read by the producer only when it needs it (ring
- * full, send completions).
+ * full, send completions).  parked is the consumer's too, written only
+ * when it parks the ring or takes it back (softnic_park.c), so that a
+ * producer's look at it after each publication stays in its cache: it
+ * shares the read-mostly first line, away from the aligned pair of lines
+ * of head (a load of one line of a pair may fetch the other).
  */
 typedef struct sn_ring_ctl {
     sn_seg_hdr_t     hdr;
     uint32_t         size;      /* bytes of data, a power of two */
     _Atomic uint32_t producer_attached;
     sn_proc_id_t     producer;
+    _Atomic uint32_t parked;    /* 0, or 1 + the consumer's wake slot of
+                                   the ring */
     uint8_t          pad0[SN_CACHE_LINE];
     _Atomic uint64_t head SN_ALIGNED;     /* written by the consumer */
     uint8_t          data[] SN_ALIGNED;

@@ -3,7 +3,8 @@ noinst_PROGRAMS += test/bench/matcher_bench
 test_bench_matcher_bench_SOURCES = test/bench/matcher_bench.h \
 	test/bench/matcher_bench.c test/bench/matcher_bench_ucp.c
 test_bench_matcher_bench_LDADD   = src/matcher/libtm_matcher.la
-EXTRA_DIST += test/bench/perftest_compare.py
+EXTRA_DIST += test/bench/perftest_compare.py test/bench/perftest_common.py \
+	test/bench/perftest_mpi.py
 
 # Deep receive queues through UCP: rc_tm against posix (docs/design.md)
 noinst_PROGRAMS += test/bench/ucp_deep_queue
@@ -20,6 +21,13 @@ test/bench/mpi_overlap: $(srcdir)/test/bench/mpi_overlap.c
 	$(AM_V_CCLD)$(MPICC) -std=gnu11 -Wall -Wextra $(CFLAGS) -o $@ \
 		$(srcdir)/test/bench/mpi_overlap.c
 
-all-local: test/bench/mpi_overlap
-CLEANFILES += test/bench/mpi_overlap
-EXTRA_DIST += test/bench/mpi_overlap.c
+# Latency between two ranks while the others, connected to both, stay idle:
+# what a poll costs with many peers (docs/demo.md)
+test/bench/mpi_many_peers: $(srcdir)/test/bench/mpi_many_peers.c
+	@$(MKDIR_P) test/bench
+	$(AM_V_CCLD)$(MPICC) -std=gnu11 -Wall -Wextra $(CFLAGS) -o $@ \
+		$(srcdir)/test/bench/mpi_many_peers.c
+
+all-local: test/bench/mpi_overlap test/bench/mpi_many_peers
+CLEANFILES += test/bench/mpi_overlap test/bench/mpi_many_peers
+EXTRA_DIST += test/bench/mpi_overlap.c test/bench/mpi_many_peers.c

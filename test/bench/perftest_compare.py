@@ -24,12 +24,18 @@ a table and a panel of its own.  A build of rc_tm without the engine thread
 available in this build" for rc_tm_thread and runs rc_tm_inline without the
 variable (inline is then its only mode).
 
+With --peers (the build's test/bench/mpi_many_peers) it measures the
+latency between two ranks while the other ranks of the job, connected to
+both, stay idle (mpirun -np 2 and 34 by default, rc_tm and sm): what a
+poll costs with many peers; a table.
+
 Every cell must succeed: a failed or timed-out run is reported with its
 output, its cell prints "failed", and the exit status is 1.
 
     perftest_compare.py --module build/src/uct/rc_tm/.libs/libuct_rc_tm.so \\
                         --deep-queue build/test/bench/ucp_deep_queue \\
                         --overlap build/test/bench/mpi_overlap \\
+                        --peers build/test/bench/mpi_many_peers \\
                         --png perftest.png
 """
 
@@ -40,8 +46,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from perftest_common import (CpuUse, Progress, count_name, cpu_model,
+                             describe_failure, nproc, parse_size, ratio_label,
+                             run_reporting, short_size_name, size_name)
+from perftest_mpi import ManyPeers, OVERLAP_TRANSPORTS, Overlap
 
 # UCX_TLS for each transport: only that transport may carry the traffic.
 # rc_tm_base is rc_tm loaded from --baseline-module (another build of the
@@ -62,40 +72,6 @@ LATENCY_TESTS = ("tag_lat", "tag_sync_lat", "am_lat", "put_lat", "get_lat",
 
 MIN_ITERS = 50
 MAX_ITERS = 100000
-
-
-def parse_size(text):
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    text = text.strip().lower().rstrip("b")
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
-def size_name(size):
-    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= factor and size % factor == 0:
-            return "%d %s" % (size // factor, unit)
-    return "%d B" % size
-
-
-def short_size_name(size):
-    """8, 4K, 4M: axis labels"""
-    return size_name(size).replace(" B", "").replace(" KiB", "K").replace(
-        " MiB", "M")
-
-
-def count_name(count):
-    """1k, 16k, 64k: numbers of posted receives"""
-    return "%dk" % (count // 1024) if count >= 1024 and count % 1024 == 0 \
-        else "%d" % count
-
-
-def ratio_label(value, _pos=None):
-    """1/8, 1/2, 1, 2, 8: ratio axis labels"""
-    if value >= 1:
-        return "%g" % value
-    return "1/%g" % (1 / value)
 
 
 def free_port():
@@ -159,36 +135,6 @@ def perftest_env(args, tl):
 def perftest_args(args, test, size, iters, port):
     return ["-t", test, "-s", str(size), "-n", str(iters),
             "-w", str(max(10, iters // 10)), "-p", str(port)]
-
-
-def describe_failure(what, text):
-    lines = [l for l in text.splitlines() if l.strip()]
-    return "%s:\n    %s" % (what, "\n    ".join(lines[-12:]) or "(no output)")
-
-
-def run_reporting(command, timeout, on_rep, stdin=None):
-    """Runs command; each stderr line starting with "rep " goes to on_rep.
-    Returns (returncode, stdout, other stderr lines, timed out), or raises
-    OSError when it cannot start.  stdout is a few kB written at the end:
-    reading stderr to its end first cannot block the program."""
-    proc = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    other = []
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    try:
-        for line in proc.stderr:
-            if line.startswith("rep "):
-                on_rep(line.strip())
-            elif line.strip():
-                other.append(line)
-        out = proc.stdout.read()
-        proc.wait()
-    finally:
-        timed_out = not timer.is_alive()
-        timer.cancel()
-    return (proc.returncode, out, "".join(other),
-            timed_out and proc.returncode < 0)
 
 
 def run_pair(args, test, size, tl, iters):
@@ -270,81 +216,8 @@ def run_pair_once(args, test, size, tl, iters):
     return (latency, bandwidth, per_iter_us), None
 
 
-class Progress:
-    """One updating line on a terminal, a line per step otherwise."""
-
-    def __init__(self, total):
-        self.total = total
-        self.done = 0
-        self.start = time.time()
-        self.tty = sys.stderr.isatty()
-
-    def step(self, text):
-        self.done += 1
-        line = "[%3d/%d %3.0f s] %s" % (self.done, self.total,
-                                        time.time() - self.start, text)
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def note(self, text):
-        sys.stderr.write(("\n" if self.tty else "") + text + "\n")
-        sys.stderr.flush()
-
-    def finish(self):
-        if self.tty:
-            sys.stderr.write("\n")
-        sys.stderr.write("measured in %.0f s\n" % (time.time() - self.start))
-
-
 def median(cell, latency_test):
     return statistics.median(f[0 if latency_test else 1] for f in cell.figures)
-
-
-class CpuUse:
-    """How much of the CPUs other processes used while we measured: the
-    pair busy-polls, so their load shows in the figures (most in bandwidth,
-    an average over the run, where latency is a median)."""
-
-    def __init__(self):
-        self.start = self.sample()
-
-    @staticmethod
-    def sample():
-        busy = 0.0
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(v) for v in f.readline().split()[1:9]]
-            # user nice system idle iowait irq softirq steal
-            busy = (sum(fields[0:3]) + sum(fields[5:8])) / \
-                os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError):
-            pass
-        t = os.times()
-        ours = t.user + t.system + t.children_user + t.children_system
-        return time.time(), busy, ours
-
-    def others_share(self):
-        now = self.sample()
-        wall = now[0] - self.start[0]
-        others = (now[1] - self.start[1]) - (now[2] - self.start[2])
-        return min(1.0, max(0.0, others / (wall * (os.cpu_count() or 1)))) \
-            if wall > 0 else 0.0
-
-
-def cpu_model():
-    """The CPU's model name (/proc/cpuinfo): figures of one machine kind
-    differ from CPU to CPU"""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "CPU model unknown"
 
 
 def print_table(args, tests, sizes, tls, cells, cpu_use):
@@ -474,260 +347,6 @@ class DeepQueue:
         return 0
 
 
-# The overlap benchmark's transports: UCX_TLS, and the software NIC's
-# progress mode (UCX_RC_TM_SOFT_PROGRESS) where rc_tm has one.  sm under
-# Open MPI's pml ucx on one host: sysv shared memory for eager messages,
-# cma's single copy for rendezvous; posix alone copies everything through
-# its FIFO.
-OVERLAP_TRANSPORTS = {
-    "rc_tm_thread": ("rc_tm", "thread"),
-    "rc_tm_inline": ("rc_tm", "inline"),
-    "sm":           ("sm", None),
-    "posix":        ("posix", None),
-    "tcp":          ("tcp", None),
-}
-SOFT_PROGRESS = "UCX_RC_TM_SOFT_PROGRESS"
-NOT_AVAILABLE = "thread mode not available in this build"
-
-
-def nproc():
-    """CPUs this process may run on, as nproc(1) counts them"""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def soft_progress_known(module):
-    """Whether the module's UCX configuration has UCX_RC_TM_SOFT_PROGRESS
-    (the software NIC's engine thread); None when ucx_info could not say."""
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = os.path.abspath(module)
-    try:
-        out = subprocess.run(["ucx_info", "-c"], env=env, capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return any(line.startswith(SOFT_PROGRESS + "=")
-               for line in out.stdout.splitlines())
-
-
-class Overlap:
-    """mpi_overlap under mpirun -np 2 (pml ucx), once per transport in each
-    of --overlap-runs rounds, transports interleaved; each run measures
-    --overlap-repeat batches per size.  Figures: transfer alone, compute
-    alone, transfer overlapped with compute (us), per repetition."""
-
-    def __init__(self, args):
-        self.program = os.path.abspath(args.overlap)
-        self.module = os.path.abspath(args.module)
-        self.tls = args.overlap_transports.split(",")
-        self.sizes = [parse_size(s) for s in args.overlap_sizes.split(",")]
-        self.runs = args.overlap_runs
-        self.repeat = args.overlap_repeat
-        self.floor = args.overlap_floor
-        self.timeout = args.overlap_timeout
-        self.mpirun = args.mpirun
-        self.figures = {}       # (tl, size): [(transfer, compute, total)]
-        self.failures = {}      # tl: why (the first failed run)
-        self.unavailable = {}   # tl: why it was not run
-        self.notes = []
-        self.others = None      # other processes' share of the CPUs
-        self.soft_progress = True
-        known = soft_progress_known(args.module)
-        if not known:
-            self.no_soft_progress("no %s in ucx_info -c with the module" %
-                                  SOFT_PROGRESS if known is False else
-                                  "ucx_info -c with the module failed")
-
-    def no_soft_progress(self, why):
-        """This build has no engine thread: thread mode is not run, inline
-        runs without the variable (the software NIC's only mode)."""
-        self.soft_progress = False
-        for tl in self.tls:
-            if OVERLAP_TRANSPORTS[tl][1] == "thread":
-                self.unavailable[tl] = why
-        if any(OVERLAP_TRANSPORTS[tl][1] == "inline" for tl in self.tls):
-            self.notes.append("rc_tm_inline: %s unset (%s):\nthe software "
-                              "NIC progresses inline, its only mode" %
-                              (SOFT_PROGRESS, why))
-
-    def run_tls(self):
-        return [tl for tl in self.tls if tl not in self.unavailable]
-
-    def steps(self):
-        return len(self.run_tls()) * self.runs * len(self.sizes) * \
-            self.repeat
-
-    def command(self, tl):
-        ucx_tls, mode = OVERLAP_TRANSPORTS[tl]
-        cmd = [self.mpirun, "--mca", "pml", "ucx",
-               "--mca", "pml_ucx_tls", "any",
-               "--mca", "pml_ucx_devices", "any",
-               "--mca", "btl", "self", "--mca", "mpi_yield_when_idle", "1",
-               "--oversubscribe", "--bind-to", "none"]
-        if os.geteuid() == 0:
-            cmd.append("--allow-run-as-root")
-        cmd += ["-x", "LD_PRELOAD=" + self.module, "-x", "UCX_TLS=" + ucx_tls]
-        if mode and self.soft_progress:
-            cmd += ["-x", "%s=%s" % (SOFT_PROGRESS, mode)]
-        cmd += ["-np", "2", self.program, "-R", "-r", str(self.repeat),
-                "-f", "%g" % self.floor,
-                "-s", ",".join(str(size) for size in self.sizes)]
-        return cmd
-
-    def run(self, progress):
-        example = self.command(self.run_tls()[0] if self.run_tls()
-                               else self.tls[0])
-        progress.note("overlap: %s (per transport UCX_TLS and %s)" %
-                      (" ".join(example), SOFT_PROGRESS))
-        for note in self.notes:
-            progress.note(note)
-        for tl, why in self.unavailable.items():
-            progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
-        cpu_use = CpuUse()
-        for run in range(self.runs):
-            for tl in self.run_tls():
-                if tl in self.failures or tl in self.unavailable:
-                    continue
-                why = self.run_one(tl, run, progress)
-                if why:
-                    self.failures[tl] = why
-                    progress.note("FAILED: overlap over %s: %s" % (tl, why))
-        self.others = cpu_use.others_share()
-
-    def run_one(self, tl, run, progress):
-        """One mpirun; returns why it failed, or None."""
-        try:
-            returncode, out, other, timed_out = run_reporting(
-                self.command(tl), self.timeout,
-                lambda rep: progress.step("overlap run %d/%d  %-12s %s" %
-                                          (run + 1, self.runs, tl, rep)),
-                stdin=subprocess.DEVNULL)
-        except OSError as err:
-            return "%s: %s" % (self.mpirun, err)
-        text = out + other
-        if self.soft_progress and OVERLAP_TRANSPORTS[tl][1] and \
-                "unused env variable" in text and SOFT_PROGRESS in text:
-            # the variable reached UCX, which does not know it: this run's
-            # figures are not those of the mode asked for
-            self.no_soft_progress("UCX warned that %s is unused" %
-                                  SOFT_PROGRESS)
-            progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE,
-                                           self.unavailable.get(tl) or
-                                           "inline again without it"))
-            if OVERLAP_TRANSPORTS[tl][1] == "thread":
-                progress.total -= (self.runs - run - 1) * len(self.sizes) * \
-                    self.repeat
-                return None
-            progress.total += len(self.sizes) * self.repeat
-            return self.run_one(tl, run, progress)
-        if returncode != 0:
-            return ("timed out after %g s" % self.timeout
-                    if timed_out else
-                    describe_failure("mpirun exited with status %d" %
-                                     returncode, text))
-        rows = {}
-        for line in out.splitlines():
-            if not line.strip() or line.startswith("#"):
-                continue
-            fields = line.split(",")
-            try:
-                size, rep = int(fields[0]), int(fields[1])
-                values = tuple(float(f) for f in fields[2:])
-            except (ValueError, IndexError):
-                return describe_failure("a line mpi_overlap -R does not "
-                                        "print: %r" % line, text)
-            if (len(values) != 3 or size not in self.sizes or
-                    not 1 <= rep <= self.repeat or (size, rep) in rows or
-                    min(values) <= 0):
-                return describe_failure("a line mpi_overlap -R does not "
-                                        "print: %r" % line, text)
-            rows[(size, rep)] = values
-        if len(rows) != len(self.sizes) * self.repeat or \
-                "# mpi_overlap: OK" not in out:
-            return describe_failure("mpi_overlap printed %d of %d figures" %
-                                    (len(rows), len(self.sizes) *
-                                     self.repeat), text)
-        for (size, _), values in sorted(rows.items()):
-            self.figures.setdefault((tl, size), []).append(values)
-        return None
-
-    def medians(self, tl, size):
-        """(transfer, compute, total, overlap) from the medians"""
-        rows = self.figures[(tl, size)]
-        transfer, compute, total = (statistics.median(r[i] for r in rows)
-                                    for i in range(3))
-        return transfer, compute, total, \
-            (transfer + compute - total) / transfer
-
-    def shown(self, tl):
-        return tl not in self.unavailable and tl not in self.failures and \
-            all((tl, size) in self.figures for size in self.sizes)
-
-    def print_table(self):
-        import textwrap
-        print("\n" + textwrap.fill(
-            "overlap of one message with computation on the receiver "
-            "(test/bench/mpi_overlap, Open MPI pml ucx, 2 ranks): the "
-            "receiver posts MPI_Irecv, the sender MPI_Isend, the receiver "
-            "computes max(1.25\0x\0transfer,\0%g\0us) without MPI calls, then "
-            "MPI_Wait; overlap = (transfer + compute - total) / transfer, 0 "
-            "to 100 %% (raw value after it); medians of %d (%d run%s of %d "
-            "repetitions); this host: %d CPUs (nproc): two ranks busy-poll "
-            "on them, and in thread mode each rank's engine thread too" %
-            (self.floor, self.runs * self.repeat, self.runs,
-             "s" if self.runs > 1 else "", self.repeat, nproc()),
-            79).replace("\0", " "))
-        if self.others is not None:
-            print("other processes used %.0f%% of the CPUs during these runs%s"
-                  % (100 * self.others, "" if self.others <= 0.1 else
-                     ":\nthe figures are not to be trusted: a rank waiting "
-                     "for a message yields its core\n(mpi_yield_when_idle), "
-                     "a computing one does not, so the transfer alone loses\n"
-                     "time slices to other processes that the overlapped one "
-                     "keeps"))
-        for note in self.notes:
-            print(note)
-        cells = {}
-        for tl in self.tls:
-            for size in self.sizes:
-                if tl in self.unavailable:
-                    cells[(tl, size)] = ("not available",) * 2
-                elif not self.shown(tl):
-                    cells[(tl, size)] = ("failed",) * 2
-                else:
-                    t, c, x, ov = self.medians(tl, size)
-                    cells[(tl, size)] = (
-                        "%.0f%% (%.2f)" % (100 * min(1.0, max(0.0, ov)), ov),
-                        "%s/%s/%s" % (time_text(t), time_text(c),
-                                      time_text(x)))
-        width = max(14, max(len(text) + 2 for text in
-                            self.tls + [t for cell in cells.values()
-                                        for t in cell]))
-        for index, title in ((0, "overlap, higher is better"),
-                             (1, "transfer/compute/total (us)")):
-            print("\n%s" % title)
-            print("%-9s" % "size" + "".join("%*s" % (width, tl)
-                                             for tl in self.tls))
-            for size in self.sizes:
-                print("%-9s" % size_name(size) +
-                      "".join("%*s" % (width, cells[(tl, size)][index])
-                              for tl in self.tls))
-        for tl, why in self.unavailable.items():
-            print("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
-        for tl, why in self.failures.items():
-            print("%s failed: %s" % (tl, why))
-        return len(self.failures)
-
-
-def time_text(us):
-    return "%.2f" % us if us < 10 else "%.1f" % us if us < 100 else \
-        "%.0f" % us
-
-
 def ucx_version(args):
     try:
         out = subprocess.run(["ucx_info", "-v"], capture_output=True,
@@ -792,6 +411,21 @@ def main():
                         help="least compute time (us)")
     parser.add_argument("--overlap-timeout", type=float, default=300,
                         help="seconds one mpirun may take")
+    parser.add_argument("--peers", metavar="PROGRAM",
+                        help="the build's test/bench/mpi_many_peers: adds "
+                             "latency with many idle peers (Open MPI, pml "
+                             "ucx)")
+    parser.add_argument("--peers-ranks", default="2,34",
+                        help="job sizes (ranks 2.. stay idle)")
+    parser.add_argument("--peers-transports", default="rc_tm,sm",
+                        help="UCX_TLS values; ratios to the last one")
+    parser.add_argument("--peers-size", type=int, default=8)
+    parser.add_argument("--peers-runs", type=int, default=3,
+                        help="mpirun runs per job size and transport")
+    parser.add_argument("--peers-repeat", type=int, default=5,
+                        help="repetitions within a run")
+    parser.add_argument("--peers-timeout", type=float, default=120,
+                        help="seconds one mpirun may take")
     parser.add_argument("--mpirun", default="mpirun")
     args = parser.parse_args()
 
@@ -834,6 +468,21 @@ def main():
             parser.error("--overlap-runs must be at least 1, "
                          "--overlap-repeat at least 5")
         overlap = Overlap(args)
+    peers = None
+    if args.peers:
+        if not os.access(args.peers, os.X_OK):
+            parser.error("%s is not executable (the build's "
+                         "mpi_many_peers)" % args.peers)
+        try:
+            ranks = [int(n) for n in args.peers_ranks.split(",")]
+        except ValueError:
+            ranks = []
+        if not ranks or min(ranks) < 2 or args.peers_runs < 1 or \
+                not 1 <= args.peers_repeat <= 64:
+            parser.error("--peers-ranks must list job sizes of 2 or more, "
+                         "--peers-runs be at least 1 and --peers-repeat "
+                         "1 to 64")
+        peers = ManyPeers(args)
 
     sys.stderr.write("each run: UCX_TLS=<transport> LD_PRELOAD=%s\n"
                      "  server: %s -t <test> -s <size> -n <n> -w <n/10> "
@@ -844,7 +493,8 @@ def main():
              for test in tests for size in sizes for tl in tls}
     progress = Progress(len(cells) * args.repeat +
                         (deep.steps() if deep else 0) +
-                        (overlap.steps() if overlap else 0))
+                        (overlap.steps() if overlap else 0) +
+                        (peers.steps() if peers else 0))
     cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
@@ -881,11 +531,14 @@ def main():
             progress.note("FAILED: deep queues: %s" % deep.failure)
     if overlap:
         overlap.run(progress)
+    if peers:
+        peers.run(progress)
     progress.finish()
 
     failed = print_table(args, tests, sizes, tls, cells, cpu_use)
     deep_failed = deep.print_table() if deep else 0
     overlap_failed = overlap.print_table() if overlap else 0
+    peers_failed = peers.print_table() if peers else 0
     if args.png:
         plot(args, tests, sizes, tls, cells, deep, overlap)
         print("\nplot: %s" % os.path.abspath(args.png))
@@ -896,7 +549,11 @@ def main():
     if overlap_failed:
         print("\nthe overlap runs failed over %d transport%s" %
               (overlap_failed, "s" if overlap_failed > 1 else ""))
-    return 1 if failed or deep_failed or overlap_failed else 0
+    if peers_failed:
+        print("\nthe many-peers runs failed in %d cell%s" %
+              (peers_failed, "s" if peers_failed > 1 else ""))
+    return 1 if failed or deep_failed or overlap_failed or peers_failed \
+        else 0
 
 
 PLOT_STYLES = {"rc_tm": ("tab:red", "o", "-"),

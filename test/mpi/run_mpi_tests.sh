@@ -48,6 +48,7 @@ truncate       2 truncate
 alltoall       8 alltoall
 overlap        2 mpi_overlap
 overlap_sm     2 mpi_overlap
+many_peers     8 mpi_many_peers
 nomodule       2 pingpong
 othertransport 2 pingpong
 '
@@ -59,6 +60,13 @@ OVERLAP_ARGS='-R -r 2 -n 3 -w 2 -b 0.001 -f 20 -s 8,64k,1m,4m'
 OVERLAP_SIZES='8 65536 1048576 4194304'
 OVERLAP_REPS=2
 OVERLAP_FLOOR=20
+
+# many_peers: the many-peers benchmark (test/bench/mpi_many_peers), not
+# timed: ranks 2.. stay idle while 0 and 1 exchange long enough for their
+# rings from the idle ranks to be parked, then every pair exchanges again
+# (the parked rings must wake); it checks every payload and must print
+# well-formed figures
+PEERS_ARGS='-R -r 2 -n 3000'
 
 # Why the output of mpi_overlap $OVERLAP_ARGS is not what it must be
 # (nothing when it is): the header, for every size and repetition one line
@@ -154,6 +162,10 @@ while read -r name np prog extra; do
         mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=$tls \
             -x UCX_LOG_LEVEL=info $extra \
             "$BENCHDIR/$prog" $OVERLAP_ARGS >"$log" 2>&1 ;;
+    many_peers)
+        # shellcheck disable=SC2086
+        mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=rc_tm $extra \
+            "$BENCHDIR/$prog" $PEERS_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=rc_tm $extra \
@@ -174,6 +186,11 @@ while read -r name np prog extra; do
                 why="UCX's log names no rc_tm endpoint for tagged messages"
             fi
             [ -z "$why" ] || why="output: $(echo "$why" | tr '\n' ';')"
+        elif [ "$prog" = mpi_many_peers ]; then
+            if ! grep -q '^# mpi_many_peers: OK$' "$log" ||
+                [ "$(grep -c "^$np,[12],[0-9.]*$" "$log")" != 2 ]; then
+                why="output: not 2 figures and the OK line"
+            fi
         elif ! grep -q "^$prog: OK" "$log"; then
             why="no OK line"
         fi

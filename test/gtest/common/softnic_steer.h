@@ -111,6 +111,27 @@ inline unsigned softnic_test_listed_tags(tm_dev_srq_t *srq)
     return softnic_test_listed_tags(tm_dev_ibv_srq(srq));
 }
 
+inline softnic_park_stats_t softnic_test_park_stats(tm_dev_srq_t *srq)
+{
+    softnic_park_stats_t st;
+
+    memset(&st, 0, sizeof(st));
+    (void)softnic_test_park_stats(tm_dev_ibv_srq(srq), &st);
+    return st;
+}
+
+/* Both QPs of a connection parked (each receives: messages, FINs) */
+inline bool softnic_test_conn_parked(tm_dev_conn_t *conn)
+{
+    return softnic_test_qp_parked(tm_dev_ibv_rx_qp(conn)) &&
+           softnic_test_qp_parked(tm_dev_ibv_qp(conn));
+}
+
+inline void softnic_test_drop_wakes(tm_dev_t *dev, int drop)
+{
+    softnic_test_drop_wakes(tm_dev_ibv_context(dev), drop);
+}
+
 inline uint32_t softnic_test_hw_unexp(tm_dev_srq_t *srq)
 {
     return softnic_test_hw_unexp(tm_dev_ibv_srq(srq));

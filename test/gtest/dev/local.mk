@@ -16,6 +16,7 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/test_soft_port.cc \
 	test/gtest/dev/test_soft_async.cc \
 	test/gtest/dev/test_soft_engine.cc \
+	test/gtest/dev/test_soft_park.cc \
 	test/gtest/dev/test_soft_rdma.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
