@@ -2,9 +2,10 @@
  * Software NIC: what a poll looks at.  A NIC hears of new work from
  * doorbells and reports it through one CQ, so a poll costs the same with
  * one peer or a hundred.  The software NIC finds arrivals by looking at
- * rings, one per inbound QP, and an MPI rank talks to every other rank of
- * its node: a walk of every ring on every poll cost 1.8 us a message
- * between two ranks of 34 (sm: 0.16).  So:
+ * rings, one per inbound QP, and its send completions by looking at send
+ * queues, while an MPI rank talks to every other rank of its node: a look
+ * at every ring and every send queue on every poll cost 1.97 us a message
+ * between two ranks of 34 (sm: 0.21; docs/performance.md).  So:
  *
  *  - Rings.  An SRQ's run looks only at its active QPs.  One whose ring
  *    stayed empty for SN_PARK_RUNS runs, of an SRQ with more than
@@ -21,11 +22,13 @@
  *    its own look found the ring empty, the producer looked before the
  *    park was visible.  Every SN_PARK_SWEEP runs an SRQ with parked rings
  *    looks at them all, which bounds how late such a message is, and an
- *    engine looks at them all before it sleeps.
+ *    engine looks at them all before it sleeps.  A QP parked before it
+ *    was connected is made active at RTR.
  *
  *  - Send queues.  A CQ's poll looks only at its QPs with send-side work
- *    (the busy list): a QP joins it when work is posted or its last WQE
- *    event becomes due, and leaves when a poll finds neither.
+ *    (the busy list): a QP joins it when work is posted, a FIN of its NIC
+ *    waits for room, or its last WQE event becomes due, and leaves when a
+ *    poll finds none of these.
  */
 #include "softnic_int.h"
 
@@ -115,8 +118,9 @@ static bool sn_srq_unpark(sn_srq_t *srq, sn_qp_t *qp)
     return true;
 }
 
-/* A QP becomes RTR: a message that waited for it in its parked ring was
- * published before, and its producer's wake did not outlast the park */
+/* A QP becomes RTR.  Parked while it could take nothing, its ring may
+ * hold a message published before: its producer's wake came and went
+ * while the QP was not connected, so it is taken at the next run */
 void sn_qp_unpark(sn_qp_t *qp)
 {
     sn_srq_unpark(qp->srq, qp);
