@@ -440,7 +440,8 @@ struct sn_qp {
     sn_list_t          busy_link;    /* in send_cq->send_busy, or alone */
     uint32_t           wake_slot;    /* 1 + its wake slot; 0: none */
     bool               parked;       /* its ring is not looked at */
-    uint32_t           idle_runs;    /* arrival runs its ring was empty */
+    uint32_t           busy_run;     /* the arrival run that last found
+                                        its ring holding something */
     sn_srq_t           *srq;
     sn_cq_t            *send_cq;
     bool               rx_only;      /* no send queue: the NIC does

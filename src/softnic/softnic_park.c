@@ -9,7 +9,8 @@
  *
  *  - Rings.  An SRQ's run looks only at its active QPs.  One whose ring
  *    stayed empty for SN_PARK_RUNS runs, of an SRQ with more than
- *    SN_PARK_MIN_QPS QPs, is parked: the ring's parked word takes
+ *    SN_PARK_MIN_QPS QPs, is parked (checked every SN_PARK_CHECK runs, so
+ *    that a run costs a ring no more than its look): the ring's parked word takes
  *    its wake slot, and the run passes it by.  Its producer, after
  *    publishing, sees the word (sn_qp_check_peer_parked, a load of a line
  *    the consumer seldom writes), takes the park and sets the slot's wake
@@ -20,7 +21,7 @@
  *    (a fence per message would cost the sender more than the walk), so a
  *    park that races a publication can miss it: the consumer parks after
  *    its own look found the ring empty, the producer looked before the
- *    park was visible.  Every SN_PARK_SWEEP runs an SRQ with parked rings
+ *    park was visible.  Every SN_PARK_CHECK runs an SRQ with parked rings
  *    looks at them all, which bounds how late such a message is, and an
  *    engine looks at them all before it sleeps.  A QP parked before it
  *    was connected is made active at RTR.
@@ -72,7 +73,7 @@ static void sn_srq_park(sn_srq_t *srq, sn_qp_t *qp)
     if (sn_ring_has_rec(qp)) {
         /* published meanwhile: the producer may not have seen the park */
         atomic_store_explicit(&qp->in->parked, 0, memory_order_relaxed);
-        qp->idle_runs = 0;
+        qp->busy_run = srq->runs;
         return;
     }
     if (srq->rr_next == &qp->active_link) {
@@ -84,25 +85,6 @@ static void sn_srq_park(sn_srq_t *srq, sn_qp_t *qp)
     ++srq->nparked;
 }
 
-/* Parks the QPs whose rings stayed empty long enough (a run found one) */
-void sn_srq_park_idle(sn_srq_t *srq)
-{
-    sn_list_t *it, *next;
-    sn_qp_t *qp;
-
-    for (it = srq->active.next; it != &srq->active; it = next) {
-        next = it->next;
-        qp   = sn_container_of(it, sn_qp_t, active_link);
-        if (qp->idle_runs < SN_PARK_RUNS) {
-            continue;
-        } else if (qp->wake_slot == 0) {
-            qp->idle_runs = 0;      /* no slot: counted again */
-        } else {
-            sn_srq_park(srq, qp);
-        }
-    }
-}
-
 /* qp's ring is looked at again (a no-op for an active one) */
 static bool sn_srq_unpark(sn_srq_t *srq, sn_qp_t *qp)
 {
@@ -111,8 +93,8 @@ static bool sn_srq_unpark(sn_srq_t *srq, sn_qp_t *qp)
     }
     atomic_store_explicit(&qp->in->parked, 0, memory_order_relaxed);
     sn_list_add_tail(&srq->active, &qp->active_link);
-    qp->parked    = false;
-    qp->idle_runs = 0;
+    qp->parked   = false;
+    qp->busy_run = srq->runs;
     ++srq->nactive;
     --srq->nparked;
     return true;
@@ -137,6 +119,28 @@ void sn_srq_sweep_parked(sn_srq_t *srq)
         qp = sn_container_of(it, sn_qp_t, srq_link);
         if (qp->parked && sn_ring_has_rec(qp)) {
             srq->swept += sn_srq_unpark(srq, qp);
+        }
+    }
+}
+
+/* Every SN_PARK_CHECK runs: the parked rings that hold something become
+ * active, and, of an SRQ with many QPs, those idle for SN_PARK_RUNS runs
+ * are parked (a QP without a wake slot never is) */
+void sn_srq_park_check(sn_srq_t *srq)
+{
+    sn_list_t *it, *next;
+    sn_qp_t *qp;
+
+    sn_srq_sweep_parked(srq);
+    if (srq->nactive + srq->nparked <= SN_PARK_MIN_QPS) {
+        return;
+    }
+    for (it = srq->active.next; it != &srq->active; it = next) {
+        next = it->next;
+        qp   = sn_container_of(it, sn_qp_t, active_link);
+        if ((srq->runs - qp->busy_run >= SN_PARK_RUNS) &&
+            (qp->wake_slot != 0)) {
+            sn_srq_park(srq, qp);
         }
     }
 }

@@ -183,6 +183,7 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
     sn_list_add_tail(&qp->srq->qps, &qp->srq_link);
     sn_list_add_tail(&qp->srq->active, &qp->active_link);
     ++qp->srq->nactive;
+    qp->busy_run = qp->srq->runs;
     sn_list_add_tail(&qp->send_cq->send_qps, &qp->cq_link);
     sn_wake_slot_get(ctx, qp);
 }

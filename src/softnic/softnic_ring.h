@@ -68,14 +68,14 @@ static inline bool sn_ring_has_rec(sn_qp_t *qp)
  * than their wakes */
 #define SN_PARK_RUNS           1024
 #define SN_PARK_MIN_QPS        8
-/* Every this many runs, an SRQ with parked rings looks at them all: a wake
- * can be lost to a race (softnic_park.c), and is then late by this many
- * runs at most */
-#define SN_PARK_SWEEP          256
+/* Every this many runs an SRQ parks its idle rings and looks at its parked
+ * ones: a wake can be lost to a race (softnic_park.c), and is then late by
+ * this many runs at most */
+#define SN_PARK_CHECK          256
 
 void sn_wake_slot_get(sn_context_t *ctx, sn_qp_t *qp);
 void sn_wake_slot_put(sn_context_t *ctx, sn_qp_t *qp);
-void sn_srq_park_idle(sn_srq_t *srq);
+void sn_srq_park_check(sn_srq_t *srq);
 void sn_qp_unpark(sn_qp_t *qp);
 void sn_srq_sweep_parked(sn_srq_t *srq);
 void sn_ctx_sweep_parked(sn_context_t *ctx);

@@ -536,13 +536,12 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
 {
     sn_list_t *start, *it;
     unsigned n = 0, burst;
-    bool cut, park = false;
     sn_qp_t *qp;
+    bool cut;
 
     sn_ctx_check_wakes(sn_ctx(srq->ibv.context));
-    if (sn_unlikely(srq->nparked != 0) &&
-        ((++srq->runs % SN_PARK_SWEEP) == 0)) {
-        sn_srq_sweep_parked(srq);
+    if (sn_unlikely((++srq->runs % SN_PARK_CHECK) == 0)) {
+        sn_srq_park_check(srq);
     }
     if (sn_list_empty(&srq->active)) {
         return 0;
@@ -554,10 +553,8 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
         do {
             if (it != &srq->active) {
                 qp = sn_container_of(it, sn_qp_t, active_link);
-                if (!sn_ring_has_rec(qp)) {
-                    park |= (++qp->idle_runs >= SN_PARK_RUNS);
-                } else {
-                    qp->idle_runs = 0;
+                if (sn_ring_has_rec(qp)) {
+                    qp->busy_run = srq->runs;
                     for (burst = 0; (burst < SN_ARRIVAL_BURST) &&
                                     sn_ring_has_rec(qp) &&
                                     (sn_srq_step_arrival(srq, qp) == 0);
@@ -574,10 +571,6 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
         } while (it != start);
         srq->rr_next = start->next;
     } while (cut);
-    if (sn_unlikely(park) &&
-        (srq->nactive + srq->nparked > SN_PARK_MIN_QPS)) {
-        sn_srq_park_idle(srq);
-    }
     return n;
 }
 
