@@ -360,13 +360,6 @@ int softnic_dv_set_attr(struct ibv_context *context,
 
 /* ---- protection domains ---- */
 
-/*
- * The device's shared state: its segment (the registration table peers
- * check keys against) and the local side of that table, made when the
- * first PD is, since everything that needs them (MRs, QPs, SRQs) needs a
- * PD.  Until then an open device is only queried (listing probes it so),
- * which then costs no shared memory and no sweep of leftovers.
- */
 /* What sn_ctx_bring_up allocated besides the segment */
 static void sn_ctx_tables_cleanup(sn_context_t *ctx)
 {
@@ -375,6 +368,13 @@ static void sn_ctx_tables_cleanup(sn_context_t *ctx)
     ctx->wake_qps = NULL;
 }
 
+/*
+ * The device's shared state: its segment (the registration table peers
+ * check keys against) and the local side of that table, made when the
+ * first PD is, since everything that needs them (MRs, QPs, SRQs) needs a
+ * PD.  Until then an open device is only queried (listing probes it so),
+ * which then costs no shared memory and no sweep of leftovers.
+ */
 static int sn_ctx_bring_up(sn_context_t *ctx)
 {
     char name[96];

@@ -109,7 +109,7 @@ void sn_qp_unpark(sn_qp_t *qp)
 }
 
 /* The parked rings that hold something become active */
-void sn_srq_sweep_parked(sn_srq_t *srq)
+static void sn_srq_sweep_parked(sn_srq_t *srq)
 {
     sn_list_t *it;
     sn_qp_t *qp;

@@ -77,7 +77,6 @@ void sn_wake_slot_get(sn_context_t *ctx, sn_qp_t *qp);
 void sn_wake_slot_put(sn_context_t *ctx, sn_qp_t *qp);
 void sn_srq_park_check(sn_srq_t *srq);
 void sn_qp_unpark(sn_qp_t *qp);
-void sn_srq_sweep_parked(sn_srq_t *srq);
 void sn_ctx_sweep_parked(sn_context_t *ctx);
 void sn_ctx_take_wakes(sn_context_t *ctx);
 void sn_qp_wake_peer_ring(sn_qp_t *qp);

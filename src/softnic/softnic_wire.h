@@ -124,8 +124,8 @@ typedef struct sn_share_slot {
  * (sn_ring_ctl_t.parked = 1 + the ring's wake slot).  The ring's producer,
  * having published into a parked ring, takes the park (exchanges it to 0)
  * and sets the slot's bit in its consumer's device segment, then the
- * word's bit in sum; the consumer reads sum on each poll.  A producer
- * bound to a bad slot number sets nothing.
+ * word's bit in sum; the consumer reads sum on each arrival run.  A
+ * producer bound to a bad slot number sets nothing.
  */
 #define SN_WAKE_SLOTS          4096
 #define SN_WAKE_WORDS          (SN_WAKE_SLOTS / 64)

@@ -2,8 +2,9 @@
  * What a poll looks at (softnic_park.c): a receiver with many connections
  * parks the rings that stay empty, a producer's publication wakes its ring,
  * a wake lost to the race with a park is found by the sweep (inline) or by
- * the engine's look before it sleeps (thread), and a parked QP goes away
- * cleanly.  Waits are bounded loops on the state they wait for.
+ * the engine's look before it sleeps (thread), a parked QP goes away
+ * cleanly, and a message that waited for RTR in a parked ring is taken
+ * at RTR.  Waits are bounded loops on the state they wait for.
  */
 #include "soft_fixture.h"
 
