@@ -83,11 +83,17 @@ static unsigned sn_engine_round_locked(sn_context_t *ctx, bool *waiting)
     return work;
 }
 
-static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting)
+/* last_look: before a sleep, at parked rings too (a wake lost to a race,
+ * softnic_park.c, is found there) */
+static unsigned sn_engine_round(sn_context_t *ctx, bool *waiting,
+                                bool last_look)
 {
     unsigned work;
 
     pthread_mutex_lock(&ctx->lock);
+    if (last_look) {
+        sn_ctx_sweep_parked(ctx);
+    }
     work = sn_engine_round_locked(ctx, waiting);
     pthread_mutex_unlock(&ctx->lock);
     atomic_fetch_add_explicit(&ctx->engine_passes, 1, memory_order_relaxed);
@@ -156,12 +162,8 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
     seq = atomic_load_explicit(&db->seq, memory_order_seq_cst);
     atomic_store_explicit(&ctx->engine_sleep_seq, seq, memory_order_relaxed);
     atomic_store_explicit(&db->sleep, state, memory_order_seq_cst);
-    /* the last look, after the announcement (see sn_db_ring), at parked
-     * rings too: a wake lost to a race (softnic_park.c) is found here */
-    pthread_mutex_lock(&ctx->lock);
-    sn_ctx_sweep_parked(ctx);
-    pthread_mutex_unlock(&ctx->lock);
-    if ((sn_engine_round(ctx, &still_waiting) != 0) ||
+    /* the last look, after the announcement (see sn_db_ring) */
+    if ((sn_engine_round(ctx, &still_waiting, true) != 0) ||
         (still_waiting != waiting) || sn_engine_stopping(ctx)) {
         atomic_store_explicit(&db->sleep, SN_DB_AWAKE, memory_order_relaxed);
         return false;
@@ -214,7 +216,7 @@ static void *sn_engine_main(void *arg)
     prctl(PR_SET_TIMERSLACK, SN_ENGINE_PARK_SLACK_NS);
     sn_engine_leave_cpu(ctx->creator_cpu);
     while (!sn_engine_stopping(ctx)) {
-        if (sn_engine_round(ctx, &waiting) != 0) {
+        if (sn_engine_round(ctx, &waiting, false) != 0) {
             idle_since = 0;
             continue;
         }

@@ -27,6 +27,15 @@ def mpirun_command(mpirun, module, ucx_tls, ranks, extra_env=()):
     return cmd + ["-np", str(ranks)]
 
 
+def mpirun_failure(returncode, timed_out, timeout, text):
+    """Why an mpirun that ended with returncode failed, or None"""
+    if returncode == 0:
+        return None
+    return ("timed out after %g s" % timeout if timed_out else
+            describe_failure("mpirun exited with status %d" % returncode,
+                             text))
+
+
 # The overlap benchmark's transports: UCX_TLS, and the software NIC's
 # progress mode (UCX_RC_TM_SOFT_PROGRESS) where rc_tm has one.  sm under
 # Open MPI's pml ucx on one host: sysv shared memory for eager messages,
@@ -166,11 +175,9 @@ class Overlap:
                 return None
             progress.total += len(self.sizes) * self.repeat
             return self.run_one(tl, run, progress)
-        if returncode != 0:
-            return ("timed out after %g s" % self.timeout
-                    if timed_out else
-                    describe_failure("mpirun exited with status %d" %
-                                     returncode, text))
+        why = mpirun_failure(returncode, timed_out, self.timeout, text)
+        if why:
+            return why
         rows = {}
         for line in out.splitlines():
             if not line.strip() or line.startswith("#"):
@@ -318,10 +325,9 @@ class ManyPeers:
         except OSError as err:
             return "%s: %s" % (self.mpirun, err)
         text = out + other
-        if returncode != 0:
-            return ("timed out after %g s" % self.timeout if timed_out else
-                    describe_failure("mpirun exited with status %d" %
-                                     returncode, text))
+        why = mpirun_failure(returncode, timed_out, self.timeout, text)
+        if why:
+            return why
         figures = []
         for line in out.splitlines():
             if not line.strip() or line.startswith("#"):
@@ -354,10 +360,11 @@ class ManyPeers:
             "many peers (test/bench/mpi_many_peers, Open MPI pml ucx): "
             "half round trip of %s between ranks 0 and 1 while the other "
             "ranks, each connected to both, wait without MPI calls (us, "
-            "lower is better); medians of %d (%d runs of %d); (x) = ratio "
+            "lower is better); medians of %d (%d run%s of %d); (x) = ratio "
             "to %s; this host: %d CPUs (nproc)" %
             (size_name(self.size), self.runs * self.repeat, self.runs,
-             self.repeat, reference, nproc()), 79))
+             "s" if self.runs > 1 else "", self.repeat, reference, nproc()),
+            79))
         width = 16
         print("%-9s" % "ranks" + "".join("%*s" % (width, tl)
                                           for tl in self.tls))
