@@ -53,8 +53,9 @@ typedef struct tm_dev_info {
 /*
  * Settings asked of a device when it is opened; zero means "default".
  * Each is clamped to what the NIC reports.  eager_packet_size,
- * max_msg_size and soft_progress apply to the software NIC only (a NIC's packet is its MTU,
- * its largest message its port's).
+ * max_msg_size, soft_progress and soft_tm_max_sge apply to the software NIC
+ * only (a NIC's packet is its MTU, its largest message its port's, its
+ * list entries' scatter entries its own: mlx5 takes 1).
  */
 /* Fewest untagged SRQ buffers tag matching works with: rdma-core's tests
  * post 33 to a mlx5 TM-SRQ, a hardware limitation */
@@ -70,6 +71,7 @@ typedef struct tm_dev_attr {
     uint32_t            max_msg_size;       /* largest SEND */
     uint32_t            max_send_wr;        /* per connection */
     uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
+    uint32_t            soft_tm_max_sge;    /* tm_caps.max_sge: 1 or 2 */
 } tm_dev_attr_t;
 
 /* tm_dev_attr_t::soft_progress: where the software NIC does its work (a

@@ -118,6 +118,9 @@ struct softnic_dv_attr {
     uint32_t max_rndv_hdr_size;  /* tm_caps.max_rndv_hdr_size; default 64,
                                     as mlx5 */
     uint32_t progress;           /* enum softnic_progress */
+    uint32_t tm_max_sge;         /* tm_caps.max_sge: scatter entries of a
+                                    tag-matching list entry, 1 or 2;
+                                    default 1, as mlx5 */
 };
 
 int softnic_dv_query(struct ibv_context *context,

@@ -191,7 +191,7 @@ static int sn_query_device_ex(struct ibv_context *context,
     a.tm_caps.max_num_tags          = SN_MAX_NUM_TAGS;
     a.tm_caps.flags                 = IBV_TM_CAP_RC;
     a.tm_caps.max_ops               = SN_MAX_OPS;
-    a.tm_caps.max_sge               = 1;
+    a.tm_caps.max_sge               = ctx->attr.tm_max_sge;
     memcpy(attr, &a, (attr_size < sizeof(a)) ? attr_size : sizeof(a));
     return 0;
 }
@@ -294,6 +294,7 @@ static int sn_attr_check(const struct softnic_dv_attr *attr)
     if ((attr->packet_size == 0) || (attr->max_rndv_hdr_size < min_hdr) ||
         (attr->max_send_size < attr->max_rndv_hdr_size) ||
         (attr->max_send_size > (1u << 30)) ||
+        (attr->tm_max_sge > SN_TM_MAX_SGE) ||
         ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
          (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
@@ -341,6 +342,9 @@ int softnic_dv_set_attr(struct ibv_context *context,
     }
     if (attr->progress != SOFTNIC_PROGRESS_KEEP) {
         next.progress = attr->progress;
+    }
+    if (attr->tm_max_sge != 0) {
+        next.tm_max_sge = attr->tm_max_sge;
     }
     ret = sn_attr_check(&next);
     if (ret != 0) {
@@ -508,6 +512,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.max_send_size     = SN_DEF_MAX_SEND;
     ctx->attr.max_rndv_hdr_size = SN_DEF_RNDV_HDR_SIZE;
     ctx->attr.progress          = SOFTNIC_PROGRESS_INLINE;
+    ctx->attr.tm_max_sge        = 1;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;

@@ -68,6 +68,8 @@
 #define SN_MAX_CQE             (1u << 24)
 #define SN_MAX_INLINE          256
 #define SN_MAX_SGE             4          /* send-side gather entries */
+#define SN_TM_MAX_SGE          2          /* scatter entries of a list
+                                             entry (mlx5: 1) */
 #define SN_MAX_RD_ATOM         16
 #define SN_MAX_MSG_SIZE        (1u << 31) /* RDMA; SENDs: max_send_size */
 #define SN_DEF_PACKET_SIZE     4096
@@ -277,6 +279,13 @@ struct sn_cq {
     sn_cqe_t           lost;         /* where entries past an overrun go */
 };
 
+/* A scatter entry of a list entry (struct ibv_sge, as the NIC keeps it) */
+typedef struct sn_sge {
+    uint64_t           addr;
+    uint32_t           length;
+    uint32_t           lkey;
+} sn_sge_t;
+
 /*
  * A matching-list entry; its handle is its index, bare, as on mlx5.  Two
  * views of it, as there are on a NIC:
@@ -299,9 +308,9 @@ typedef struct sn_tag {
     tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
                                         order of ADD processing */
     uint64_t           tag, mask;
-    uint64_t           addr;
-    uint32_t           length;
-    uint32_t           lkey;
+    sn_sge_t           sge[SN_TM_MAX_SGE];
+    uint32_t           length;       /* of all its scatter entries */
+    uint8_t            num_sge;
     bool               listed;
     /* the provider's */
     struct sn_tag      *next_free;
@@ -318,10 +327,9 @@ typedef struct sn_op {
     uint8_t            opcode;       /* IBV_WR_TAG_* */
     uint8_t            flags;        /* IBV_OPS_* */
     /* ADD */
+    uint8_t            num_sge;
     uint64_t           tag, mask;
-    uint64_t           addr;
-    uint32_t           length;
-    uint32_t           lkey;
+    sn_sge_t           sge[SN_TM_MAX_SGE];
 } sn_op_t;
 
 /* Untagged SRQ buffer */
@@ -345,8 +353,8 @@ typedef struct sn_xfer {
                                         placed now */
     uint32_t           hdr_len;      /* sw_rndv: header bytes to place */
     uint8_t            hdr[128];     /* ... kept from the message */
-    uint64_t           local_addr;
-    uint32_t           lkey;
+    sn_sge_t           sge[SN_TM_MAX_SGE]; /* the entry's buffer */
+    uint8_t            num_sge;
     uint64_t           remote_va;
     uint32_t           rkey;
     uint32_t           rndv_len;
@@ -377,6 +385,7 @@ struct sn_srq {
     /* matching list */
     sn_tag_t           *tags;
     uint32_t           max_tags;
+    uint32_t           max_sge;      /* of a list entry: tm_caps.max_sge */
     tm_matcher_t       listed;       /* listed entries: matched like the
                                         NIC, first added wins, in a time
                                         that does not grow with the list */

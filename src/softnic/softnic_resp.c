@@ -83,6 +83,49 @@ static void sn_ring_copy_out(void *dst, const void *src, uint32_t len)
     memcpy(dst, src, off);
 }
 
+
+/* ---- a list entry's buffer: its scatter entries, in order ---- */
+
+/* May the device write the first len bytes of the buffer?  (len is at
+ * most the entry's length) */
+static bool sn_sge_keys_ok(sn_context_t *ctx, const sn_sge_t *sge,
+                           uint8_t num_sge, uint32_t len)
+{
+    uint32_t piece;
+    uint8_t i;
+
+    for (i = 0; (i < num_sge) && (len != 0); ++i) {
+        piece = (len < sge[i].length) ? len : sge[i].length;
+        if ((piece != 0) &&
+            !sn_key_check(ctx->seg, sge[i].lkey, sge[i].addr, piece, 0)) {
+            return false;
+        }
+        len -= piece;
+    }
+    return true;
+}
+
+/* The first len bytes of src into the buffer; from_ring: src is a ring
+ * record (sn_ring_copy_out) */
+static void sn_sge_scatter(const sn_sge_t *sge, uint8_t num_sge,
+                           const void *src, uint32_t len, bool from_ring)
+{
+    const uint8_t *from = src;
+    uint32_t piece;
+    uint8_t i;
+
+    for (i = 0; (i < num_sge) && (len != 0); ++i) {
+        piece = (len < sge[i].length) ? len : sge[i].length;
+        if (from_ring) {
+            sn_ring_copy_out((void *)(uintptr_t)sge[i].addr, from, piece);
+        } else {
+            memcpy((void *)(uintptr_t)sge[i].addr, from, piece);
+        }
+        from += piece;
+        len  -= piece;
+    }
+}
+
 /* A QP goes: its transfers still queued read nothing from it */
 void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp)
 {
@@ -276,8 +319,8 @@ static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
     ++qp->xfers_queued;
     xfer->qp         = qp;
     xfer->tag_index  = (uint32_t)(tag - srq->tags);
-    xfer->local_addr = tag->addr;
-    xfer->lkey       = tag->lkey;
+    xfer->num_sge    = tag->num_sge;
+    memcpy(xfer->sge, tag->sge, tag->num_sge * sizeof(tag->sge[0]));
     xfer->rndv       = false;
     xfer->sw_rndv    = false;
     xfer->imm_flag   = (rec->flags & SN_REC_F_IMM) ? IBV_WC_WITH_IMM : 0;
@@ -324,13 +367,13 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
     if (sn_unlikely(len > tag->length)) {
         sn_srq_consumed_failed(srq, qp, tag, rec, len, IBV_WC_LOC_LEN_ERR);
         return;
-    } else if (sn_unlikely(len && !sn_key_check(ctx->seg, tag->lkey,
-                                                tag->addr, len, 0))) {
+    } else if (sn_unlikely(!sn_sge_keys_ok(ctx, tag->sge, tag->num_sge,
+                                           len))) {
         sn_srq_consumed_failed(srq, qp, tag, rec, len, IBV_WC_LOC_PROT_ERR);
         return;
     }
 
-    sn_ring_copy_out((void *)(uintptr_t)tag->addr, tmh + 1, len);
+    sn_sge_scatter(tag->sge, tag->num_sge, tmh + 1, len, true);
     sn_srq_tag_unlist(srq, tag);
     if (len > srq->packet_size) {
         sn_srq_push_consumed(srq, qp, index, IBV_WC_TM_MATCH, tmh);
@@ -364,8 +407,8 @@ static void sn_srq_deliver_sw_rndv(sn_srq_t *srq, sn_qp_t *qp,
     sn_xfer_t *xfer;
     sn_cqe_t *wc;
 
-    if (sn_unlikely(hdr_len && !sn_key_check(ctx->seg, tag->lkey, tag->addr,
-                                             hdr_len, 0))) {
+    if (sn_unlikely(!sn_sge_keys_ok(ctx, tag->sge, tag->num_sge,
+                                    hdr_len))) {
         sn_srq_consumed_failed(srq, qp, tag, rec, hdr_len,
                                IBV_WC_LOC_PROT_ERR);
         return;
@@ -383,7 +426,7 @@ static void sn_srq_deliver_sw_rndv(sn_srq_t *srq, sn_qp_t *qp,
         memcpy(xfer->hdr, tmh, hdr_len);
         return;
     }
-    memcpy((void *)(uintptr_t)tag->addr, tmh, hdr_len);
+    sn_sge_scatter(tag->sge, tag->num_sge, tmh, hdr_len, false);
     wc           = sn_srq_push_consumed(srq, qp, index,
                                         IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
                                         tmh);
@@ -454,6 +497,8 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     sn_qp_t *qp = xfer->qp;
+    uint32_t done = 0, piece;
+    uint8_t i;
     int ret;
 
     if (!sn_qp_connected(qp)) {
@@ -462,21 +507,27 @@ static enum ibv_wc_status sn_xfer_read(sn_srq_t *srq, sn_xfer_t *xfer)
     if (xfer->rndv_len == 0) {
         return IBV_WC_SUCCESS;
     }
-    if (!sn_key_check(ctx->seg, xfer->lkey, xfer->local_addr,
-                      xfer->rndv_len, 0)) {
+    if (!sn_sge_keys_ok(ctx, xfer->sge, xfer->num_sge, xfer->rndv_len)) {
         return IBV_WC_LOC_PROT_ERR;
     }
     if (!sn_key_check(qp->peer->seg, xfer->rkey, xfer->remote_va,
                       xfer->rndv_len, IBV_ACCESS_REMOTE_READ)) {
         return IBV_WC_REM_ACCESS_ERR;
     }
-    ret = sn_rdma_read(ctx, qp->peer->seg, &qp->peer_proc,
-                       (void *)(uintptr_t)xfer->local_addr, xfer->remote_va,
-                       xfer->rkey, xfer->rndv_len);
-    if (ret == 0) {
-        return IBV_WC_SUCCESS;
+    /* one read per scatter entry */
+    for (i = 0; (i < xfer->num_sge) && (done < xfer->rndv_len); ++i) {
+        piece = xfer->rndv_len - done;
+        piece = (piece < xfer->sge[i].length) ? piece : xfer->sge[i].length;
+        ret   = sn_rdma_read(ctx, qp->peer->seg, &qp->peer_proc,
+                             (void *)(uintptr_t)xfer->sge[i].addr,
+                             xfer->remote_va + done, xfer->rkey, piece);
+        if (ret != 0) {
+            return (ret == ESRCH) ? IBV_WC_RETRY_EXC_ERR :
+                                    IBV_WC_REM_ACCESS_ERR;
+        }
+        done += piece;
     }
-    return (ret == ESRCH) ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+    return IBV_WC_SUCCESS;
 }
 
 bool sn_srq_data_ready(const sn_srq_t *srq)
@@ -525,14 +576,12 @@ int sn_srq_step_data(sn_srq_t *srq)
             return 0;
         }
     } else if (xfer->sw_rndv) {
-        if (xfer->hdr_len && !sn_key_check(ctx->seg, xfer->lkey,
-                                           xfer->local_addr, xfer->hdr_len,
-                                           0)) {
+        if (!sn_sge_keys_ok(ctx, xfer->sge, xfer->num_sge, xfer->hdr_len)) {
             sn_srq_rx_error(srq, xfer->qp, IBV_WC_LOC_PROT_ERR);
             return 0;
         }
-        memcpy((void *)(uintptr_t)xfer->local_addr, xfer->hdr,
-               xfer->hdr_len);
+        sn_sge_scatter(xfer->sge, xfer->num_sge, xfer->hdr, xfer->hdr_len,
+                       false);
         xfer->byte_len = xfer->hdr_len;
     }
 

@@ -209,6 +209,7 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
     srq->max_wr      = attr->attr.max_wr;
     srq->packet_size = ctx->attr.packet_size;
     srq->max_tags  = attr->tm_cap.max_num_tags;
+    srq->max_sge   = ctx->attr.tm_max_sge;
     srq->max_ops   = attr->tm_cap.max_ops;
     srq->rbuf_mask = sn_roundup_pow2(srq->max_wr) - 1;
     srq->xfer_mask = sn_roundup_pow2(srq->max_tags) - 1;
@@ -327,6 +328,36 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
     return ret;
 }
 
+/* An ADD's scatter list: at most tm_caps.max_sge entries, whose lengths
+ * add up to a message length */
+static bool sn_op_sge_valid(const sn_srq_t *srq, const struct ibv_ops_wr *wr)
+{
+    uint64_t total = 0;
+    int i;
+
+    if ((wr->tm.add.num_sge < 0) ||
+        ((uint32_t)wr->tm.add.num_sge > srq->max_sge)) {
+        return false;
+    }
+    for (i = 0; i < wr->tm.add.num_sge; ++i) {
+        total += wr->tm.add.sg_list[i].length;
+    }
+    return total <= UINT32_MAX;
+}
+
+static void sn_op_sge_copy(sn_op_t *op, const struct ibv_sge *sg_list,
+                           int num_sge)
+{
+    int i;
+
+    op->num_sge = (uint8_t)num_sge;
+    for (i = 0; i < num_sge; ++i) {
+        op->sge[i].addr   = sg_list[i].addr;
+        op->sge[i].length = sg_list[i].length;
+        op->sge[i].lkey   = sg_list[i].lkey;
+    }
+}
+
 /* Checks and queues one list operation, as rdma-core's mlx5 provider does
  * (mlx5_post_srq_ops): nothing changes if it fails */
 static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
@@ -341,7 +372,7 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
 
     switch (wr->opcode) {
     case IBV_WR_TAG_ADD:
-        if ((wr->tm.add.num_sge < 0) || (wr->tm.add.num_sge > 1)) {
+        if (!sn_op_sge_valid(srq, wr)) {
             return EINVAL;
         }
         if ((srq->tag_free == NULL) ||
@@ -361,10 +392,7 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
         op->index       = (uint32_t)(tag - srq->tags);
         op->tag         = wr->tm.add.tag;
         op->mask        = wr->tm.add.mask;
-        op->addr        = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].addr : 0;
-        op->length      = wr->tm.add.num_sge ?
-                          wr->tm.add.sg_list[0].length : 0;
-        op->lkey        = wr->tm.add.num_sge ? wr->tm.add.sg_list[0].lkey : 0;
+        sn_op_sge_copy(op, wr->tm.add.sg_list, wr->tm.add.num_sge);
         wr->tm.handle   = op->index;
         break;
     case IBV_WR_TAG_DEL:
@@ -431,15 +459,19 @@ bool sn_srq_op_ready(const sn_srq_t *srq)
 static enum ibv_wc_status sn_srq_op_add(sn_srq_t *srq, const sn_op_t *op)
 {
     sn_tag_t *tag = &srq->tags[op->index];
+    uint8_t i;
 
     if (tag->listed) {
         sn_srq_tag_unlist(srq, tag);
     }
-    tag->tag    = op->tag;
-    tag->mask   = op->mask;
-    tag->addr   = op->addr;
-    tag->length = op->length;
-    tag->lkey   = op->lkey;
+    tag->tag     = op->tag;
+    tag->mask    = op->mask;
+    tag->num_sge = op->num_sge;
+    tag->length  = 0;
+    for (i = 0; i < op->num_sge; ++i) {
+        tag->sge[i]  = op->sge[i];
+        tag->length += op->sge[i].length;
+    }
     /* room was reserved when the ADD was posted */
     if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
                         tag) != 0) {

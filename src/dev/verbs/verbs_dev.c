@@ -333,7 +333,8 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
         .max_rndv_hdr_size = attr->max_rndv_hdr_size,
         .progress          = (attr->soft_progress ==
                               TM_DEV_SOFT_PROGRESS_THREAD) ?
-                             SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE
+                             SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE,
+        .tm_max_sge        = attr->soft_tm_max_sge
     };
     int ret;
 

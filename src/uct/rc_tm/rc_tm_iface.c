@@ -421,6 +421,27 @@ static unsigned uct_rc_tm_iface_recv_cq_len(const uct_rc_tm_iface_t *self,
            ((caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) ? tx_queue_len : 0);
 }
 
+/* One segment that the list entries of short receives end in, on a device
+ * whose entries take two scatter entries (rc_tm_tag.h); it outlives the
+ * SRQ, which may write it until it is destroyed */
+static ucs_status_t uct_rc_tm_iface_spill_alloc(uct_rc_tm_iface_t *self)
+{
+    self->rx.spill.address = NULL;
+    if (self->md->caps.tm.max_sge < 2) {
+        return UCS_OK;
+    }
+    return uct_iface_mem_alloc(&self->super.super, self->config.seg_size,
+                               UCT_MD_MEM_ACCESS_ALL, "rc_tm spill",
+                               &self->rx.spill);
+}
+
+static void uct_rc_tm_iface_spill_free(uct_rc_tm_iface_t *self)
+{
+    if (self->rx.spill.address != NULL) {
+        uct_iface_mem_free(&self->rx.spill);
+    }
+}
+
 static ucs_status_t uct_rc_tm_iface_create_queues(uct_rc_tm_iface_t *self,
                                                   unsigned tx_queue_len)
 {
@@ -544,9 +565,14 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
         goto err_rx_mp;
     }
 
-    status = uct_rc_tm_iface_create_queues(self, config->tx_queue_len);
+    status = uct_rc_tm_iface_spill_alloc(self);
     if (status != UCS_OK) {
         goto err_tx_mp;
+    }
+
+    status = uct_rc_tm_iface_create_queues(self, config->tx_queue_len);
+    if (status != UCS_OK) {
+        goto err_spill;
     }
 
     status = uct_rc_tm_tag_init(self, params, config);
@@ -570,6 +596,8 @@ err_tag:
     uct_rc_tm_tag_cleanup(self);
 err_queues:
     uct_rc_tm_iface_destroy_queues(self);
+err_spill:
+    uct_rc_tm_iface_spill_free(self);
 err_tx_mp:
     ucs_mpool_cleanup(&self->tx.mp, 1);
 err_rx_mp:
@@ -604,6 +632,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
     uct_rc_tm_tag_cleanup(self);
     /* Destroying the SRQ flushes its buffers; they go back with the pool */
     uct_rc_tm_iface_destroy_queues(self);
+    uct_rc_tm_iface_spill_free(self);
     ucs_mpool_cleanup(&self->tx.mp, 0);
     ucs_mpool_cleanup(&self->rx.mp, 0);
     kh_destroy_inplace(uct_rc_tm_qpn, &self->eps);

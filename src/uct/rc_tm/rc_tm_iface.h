@@ -60,6 +60,8 @@ typedef enum {
     UCT_RC_TM_STAT_LIST_BOUNCE,       /* entries listed with a bounce
                                          segment (shorter than an eager
                                          message) */
+    UCT_RC_TM_STAT_LIST_SPILL,        /* ... with the spill segment
+                                         behind their buffer instead */
     UCT_RC_TM_STAT_RX_TRUNCATED,      /* ... that a message did not fit */
     /* The memory domain's (uct_rc_tm_md_stat_t, same order): registrations
      * are the md's, which UCP shares between its workers' interfaces, so
@@ -154,9 +156,11 @@ typedef enum {
     UCT_RC_TM_RECV_FAILED    = UCS_BIT(10),/* completed when its connection
                                               failed: a late final
                                               completion is dropped */
-    UCT_RC_TM_RECV_EVICTING  = UCS_BIT(11) /* DEL posted to find a receive
+    UCT_RC_TM_RECV_EVICTING  = UCS_BIT(11),/* DEL posted to find a receive
                                               a failed message took: back
                                               to software if it succeeds */
+    UCT_RC_TM_RECV_SPILL     = UCS_BIT(12) /* listed with rx.spill
+                                              behind its buffer */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
@@ -238,6 +242,11 @@ typedef struct uct_rc_tm_iface {
         size_t                headroom;    /* the user's rx headroom */
         size_t                msg_offset;  /* element -> message (TMH) */
         uct_recv_desc_t       release_desc;
+        uct_allocated_memory_t spill;      /* where the list entries of short
+                                              receives end (rc_tm_tag.h);
+                                              address NULL: a device whose
+                                              entries take one scatter
+                                              entry (mlx5) */
     } rx;
 
     struct {

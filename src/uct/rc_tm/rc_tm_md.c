@@ -87,6 +87,16 @@ static ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, soft_progress),
      UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_progress_names)},
 
+    {"SOFT_TM_MAX_SGE", "2",
+     "Software NIC only: scatter entries a tag-matching list entry takes\n"
+     "(tm_caps.max_sge), 1 or 2. With 2, a receive shorter than the largest\n"
+     "eager message is listed as its own buffer followed by a spill segment\n"
+     "that takes what does not fit, so that its data is placed where it\n"
+     "belongs. With 1, as on mlx5, it is listed with a bounce segment, and\n"
+     "its data copied to the receive at completion.",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_tm_max_sge),
+     UCS_CONFIG_TYPE_UINT},
+
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
      "registered again (UCP registers every receive it offloads and every\n"
@@ -581,6 +591,11 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                   config->list_size, max_ops);
         return UCS_ERR_INVALID_PARAM;
     }
+    if ((config->soft_tm_max_sge < 1) || (config->soft_tm_max_sge > 2)) {
+        ucs_error("rc_tm: UCX_RC_TM_SOFT_TM_MAX_SGE (%u) must be 1 (as mlx5) "
+                  "or 2", config->soft_tm_max_sge);
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
         ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH (%u) must be at least %u, the "
                   "untagged buffers a mlx5 tag-matching SRQ needs",
@@ -604,6 +619,7 @@ static ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.srq_depth         = config->srq_depth;
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;
+    attr.soft_tm_max_sge   = config->soft_tm_max_sge;
 
     ret = tm_dev_open(&info, &attr, &md->dev);
     if (ret != 0) {

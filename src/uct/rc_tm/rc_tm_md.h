@@ -29,6 +29,8 @@ typedef struct uct_rc_tm_md_config {
     int                      soft_progress;    /* soft device: inline or
                                                   its engine thread
                                                   (TM_DEV_SOFT_PROGRESS_*) */
+    unsigned                 soft_tm_max_sge;  /* soft device: scatter
+                                                  entries of a list entry */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_md_rcache_config_t   rcache;           /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

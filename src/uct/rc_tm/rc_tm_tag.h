@@ -33,17 +33,32 @@ uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
 }
 
 /*
- * A receive shorter than the largest eager message the SRQ takes is listed
- * in the device with a bounce segment of that size, and its data copied to
- * the user's buffer at completion.  A NIC that matches a message longer than
- * the entry's buffer fails the connection (mlx5: LOC_LEN_ERR naming no
- * entry; UCX skips expected truncation with offload), but MPI needs a
- * truncated receive to report MPI_ERR_TRUNCATE and the connection to live.
+ * A receive shorter than the largest eager message the SRQ takes is not
+ * listed as it is: a NIC that matches a message longer than the entry's
+ * buffer fails the connection (mlx5: LOC_LEN_ERR naming no entry; UCX skips
+ * expected truncation with offload), but MPI needs a truncated receive to
+ * report MPI_ERR_TRUNCATE and the connection to live.  Its entry is as long
+ * as an eager message may be:
+ *  - on a device whose entries take two scatter entries (the software
+ *    NIC), its own buffer followed by rx.spill, one segment that every
+ *    such entry shares and nothing reads: the data lands in place;
+ *  - otherwise (mlx5) a bounce segment of its own, copied to the user's
+ *    buffer at completion.
+ * Either way software reports what did not fit.  Only a receive that holds
+ * whatever software reads back from the device's buffer (a rendezvous
+ * request: max_inline) takes the spill segment.
  */
 static UCS_F_ALWAYS_INLINE int
-uct_rc_tm_recv_needs_bounce(const uct_rc_tm_iface_t *iface, size_t length)
+uct_rc_tm_recv_is_short(const uct_rc_tm_iface_t *iface, size_t length)
 {
     return length < (iface->config.seg_size - UCT_RC_TM_TMH_LEN);
+}
+
+static UCS_F_ALWAYS_INLINE int
+uct_rc_tm_recv_fits_spill(const uct_rc_tm_iface_t *iface, size_t length)
+{
+    return (iface->rx.spill.address != NULL) &&
+           (length >= iface->config.max_inline);
 }
 
 /* Where the device places the receive's data */

@@ -21,7 +21,7 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
                                  uct_rc_tm_recv_t *recv, int with_count)
 {
     struct ibv_ops_wr wr = {}, *bad_wr;
-    struct ibv_sge sge;
+    struct ibv_sge sge[2];
     int ret;
 
     wr.wr_id             = (uintptr_t)recv;
@@ -36,14 +36,20 @@ static int uct_rc_tm_tag_post_op(uct_rc_tm_iface_t *iface,
     }
 
     if (opcode == IBV_WR_TAG_ADD) {
-        sge.addr             = (uintptr_t)uct_rc_tm_recv_dev_buffer(iface,
+        sge[0].addr          = (uintptr_t)uct_rc_tm_recv_dev_buffer(iface,
                                                                     recv);
-        sge.length           = uct_rc_tm_recv_dev_length(iface, recv);
-        sge.lkey             = (recv->bounce == NULL) ? recv->lkey :
+        sge[0].length        = uct_rc_tm_recv_dev_length(iface, recv);
+        sge[0].lkey          = (recv->bounce == NULL) ? recv->lkey :
                                recv->bounce->lkey;
         wr.tm.add.recv_wr_id = (uintptr_t)recv;
-        wr.tm.add.sg_list    = &sge;
+        wr.tm.add.sg_list    = sge;
         wr.tm.add.num_sge    = 1;
+        if (recv->flags & UCT_RC_TM_RECV_SPILL) {
+            sge[1].addr       = (uintptr_t)iface->rx.spill.address;
+            sge[1].length     = iface->config.seg_size - recv->length;
+            sge[1].lkey       = uct_rc_tm_memh_lkey(iface->rx.spill.memh);
+            wr.tm.add.num_sge = 2;
+        }
         wr.tm.add.tag        = recv->match.tag;
         wr.tm.add.mask       = recv->match.mask;
     } else if (opcode == IBV_WR_TAG_DEL) {
@@ -176,15 +182,20 @@ int uct_rc_tm_tag_add_to_device(uct_rc_tm_iface_t *iface,
         return 0;
     }
 
-    if (uct_rc_tm_recv_needs_bounce(iface, recv->length) &&
-        (recv->bounce == NULL)) {
-        /* kept until the entry is freed: the device may write it until its
-         * final completion */
-        recv->bounce = ucs_mpool_get_inline(&iface->rx.mp);
-        if (recv->bounce == NULL) {
-            return 0;
+    if (uct_rc_tm_recv_is_short(iface, recv->length) &&
+        (recv->bounce == NULL) && !(recv->flags & UCT_RC_TM_RECV_SPILL)) {
+        if (uct_rc_tm_recv_fits_spill(iface, recv->length)) {
+            recv->flags |= UCT_RC_TM_RECV_SPILL;
+            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_SPILL);
+        } else {
+            /* kept until the entry is freed: the device may write it until
+             * its final completion */
+            recv->bounce = ucs_mpool_get_inline(&iface->rx.mp);
+            if (recv->bounce == NULL) {
+                return 0;
+            }
+            uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_BOUNCE);
         }
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_BOUNCE);
     }
 
     if (uct_rc_tm_tag_post_ordered(iface, IBV_WR_TAG_ADD, recv) != 0) {

@@ -269,23 +269,51 @@ static void uct_rc_tm_tag_matched(uct_rc_tm_iface_t *iface,
     }
 }
 
-/* A receive listed with a bounce segment: its data goes to the user's
- * buffer, and software reports what did not fit */
-static void uct_rc_tm_tag_bounce_done(uct_rc_tm_iface_t *iface,
-                                      uct_rc_tm_recv_t *recv, uint64_t imm,
-                                      const tm_dev_wc_t *wc)
+/* The data of a matched message is in the receive, or in its bounce
+ * segment: what did not fit (in the bounce or the spill segment) is
+ * reported as truncated */
+static void uct_rc_tm_tag_data_done(uct_rc_tm_iface_t *iface,
+                                    uct_rc_tm_recv_t *recv, uint64_t imm,
+                                    const tm_dev_wc_t *wc)
 {
     size_t length       = ucs_min(wc->byte_len, recv->length);
     ucs_status_t status = uct_rc_tm_wc_recv_status(wc->status);
 
-    if (status == UCS_OK) {
-        memcpy(recv->buffer, uct_rc_tm_recv_dev_buffer(iface, recv), length);
-        if (wc->byte_len > recv->length) {
+    if (ucs_likely(status == UCS_OK)) {
+        if (recv->bounce != NULL) {
+            memcpy(recv->buffer, uct_rc_tm_recv_dev_buffer(iface, recv),
+                   length);
+        }
+        if (ucs_unlikely(wc->byte_len > recv->length)) {
             uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_TRUNCATED);
             status = UCS_ERR_MESSAGE_TRUNCATED;
         }
     }
     uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, length, status);
+}
+
+/* A software rendezvous request matched: the payload is the request.  A
+ * peer whose requests are longer than ours (a larger max_inline) may have
+ * left part of one in the spill segment: the receive fails. */
+static void uct_rc_tm_tag_rndv_request_done(uct_rc_tm_iface_t *iface,
+                                            uct_rc_tm_recv_t *recv,
+                                            const tm_dev_wc_t *wc)
+{
+    ucs_status_t status = uct_rc_tm_wc_recv_status(wc->status);
+    size_t length       = wc->byte_len;
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
+    if (ucs_unlikely(length > uct_rc_tm_recv_dev_length(iface, recv))) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_TRUNCATED);
+        length = uct_rc_tm_recv_dev_length(iface, recv);
+        status = UCS_ERR_MESSAGE_TRUNCATED;
+    }
+    if (uct_rc_tm_recv_release_ctx(iface, recv)) {
+        recv->ctx->rndv_cb(recv->ctx, recv->stag,
+                           uct_rc_tm_recv_dev_buffer(iface, recv), length,
+                           status, 0);
+    }
+    uct_rc_tm_recv_put(iface, recv);
 }
 
 /* The final completion of a matched receive */
@@ -309,15 +337,7 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
     }
 
     if (ucs_unlikely(with_imm && (imm == 0))) {
-        /* A software rendezvous request: the payload is the request */
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
-        if (uct_rc_tm_recv_release_ctx(iface, recv)) {
-            recv->ctx->rndv_cb(recv->ctx, recv->stag,
-                               uct_rc_tm_recv_dev_buffer(iface, recv),
-                               wc->byte_len,
-                               uct_rc_tm_wc_recv_status(wc->status), 0);
-        }
-        uct_rc_tm_recv_put(iface, recv);
+        uct_rc_tm_tag_rndv_request_done(iface, recv, wc);
         return;
     }
 
@@ -325,12 +345,7 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
      * eager messages without immediate data carry app_ctx 0 */
     uct_rc_tm_stat(iface, (!with_imm && (recv->app_ctx != 0)) ?
                           UCT_RC_TM_STAT_RX_RNDV_EXP : UCT_RC_TM_STAT_RX_EXP);
-    if (recv->bounce != NULL) {
-        uct_rc_tm_tag_bounce_done(iface, recv, imm, wc);
-        return;
-    }
-    uct_rc_tm_tag_complete_recv(iface, recv, recv->stag, imm, wc->byte_len,
-                                uct_rc_tm_wc_recv_status(wc->status));
+    uct_rc_tm_tag_data_done(iface, recv, imm, wc);
 }
 
 void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,

@@ -29,3 +29,6 @@ test_gtest_stress_test_stress_LDFLAGS  = -Wl,--no-as-needed
 # thread (after them: it runs their programs)
 TESTS      += test/gtest/thread_mode.sh
 EXTRA_DIST += test/gtest/thread_mode.sh
+# ... and with list entries of one scatter entry, as mlx5's
+TESTS      += test/gtest/one_scatter_entry.sh
+EXTRA_DIST += test/gtest/one_scatter_entry.sh

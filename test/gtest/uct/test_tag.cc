@@ -6,6 +6,7 @@
 
 #include "../common/softnic_steer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <sys/socket.h>
@@ -155,13 +156,15 @@ TEST_F(rc_tm_tag, eager_unexpected)
  * is too long for the receive it matched, and its error completion names no
  * receive: the receive must still complete (truncated), and the receives
  * the device held beside it stay posted, in posting order */
-/* A receive shorter than an eager message is listed with a bounce segment,
- * so the NIC never matches a message too long for its buffer: software
- * reports the truncation and the connection lives on.  A message of several
- * packets (MATCH, then DATA_VALID) and one of a single packet. */
-TEST_F(rc_tm_tag, truncated_eager)
+/* A receive shorter than an eager message is listed as long as one, so the
+ * NIC never matches a message too long for its entry: software reports the
+ * truncation and the connection lives on.  A message of several packets
+ * (MATCH, then DATA_VALID) and one of a single packet.  On a NIC whose
+ * entries take one scatter entry (mlx5) the entry is a bounce segment,
+ * copied at completion. */
+TEST_F(rc_tm_tag, truncated_eager_with_bounce_segments)
 {
-    open({{"SOFT_PACKET_SIZE", "256"}});
+    open({{"SOFT_PACKET_SIZE", "256"}, {"SOFT_TM_MAX_SGE", "1"}});
     mapped_buffer rbuf(m_component, m_md, 64, 'x');
     mapped_buffer rbuf2(m_component, m_md, 100, 'x');
     mapped_buffer rbuf3(m_component, m_md, 4096, 0);
@@ -172,6 +175,7 @@ TEST_F(rc_tm_tag, truncated_eager)
     flush(m_receiver);
     ASSERT_EQ(3u, counters(m_receiver)[POST_DEVICE]);
     EXPECT_EQ(3u, counters(m_receiver)[LIST_BOUNCE]);
+    EXPECT_EQ(0u, counters(m_receiver)[LIST_SPILL]);
 
     std::vector<char> data = pattern(2000, 5), small = pattern(200, 6);
     std::vector<char> next = pattern(1000, 7);
@@ -194,6 +198,52 @@ TEST_F(rc_tm_tag, truncated_eager)
     EXPECT_EQ(2u, counters(m_receiver)[RX_TRUNCATED]);
 }
 
+/* Where entries take two scatter entries (the software NIC), a receive of
+ * at least max_inline bytes is listed as its own buffer and the spill
+ * segment behind it: the data lands in place, what did not fit is dropped
+ * and reported.  Shorter ones, which may hold a rendezvous request read
+ * back from the entry, still take a bounce segment. */
+TEST_F(rc_tm_tag, truncated_eager_with_spill_segment)
+{
+    open({{"SOFT_PACKET_SIZE", "1k"}, {"SOFT_TM_MAX_SGE", "2"}});
+    const size_t sizes[] = {300, 400, 64, 4096};
+    const size_t sent[]  = {2000, 800, 200, 1000};
+    std::vector<std::unique_ptr<mapped_buffer>> rbufs;
+    std::vector<std::vector<char>> data;
+    tag_recv r[4];
+
+    for (int i = 0; i < 4; ++i) {
+        /* a guard byte after each receive: nothing is written past it */
+        rbufs.emplace_back(new mapped_buffer(m_component, m_md, sizes[i] + 1,
+                                             'x'));
+        ASSERT_EQ(UCS_OK, post(r[i], *rbufs.back(), i + 1, FULL_MASK,
+                               sizes[i]));
+    }
+    flush(m_receiver);
+    ASSERT_EQ(4u, counters(m_receiver)[POST_DEVICE]);
+    EXPECT_EQ(3u, counters(m_receiver)[LIST_SPILL]);
+    EXPECT_EQ(1u, counters(m_receiver)[LIST_BOUNCE]) << "64 bytes";
+
+    for (int i = 0; i < 4; ++i) {
+        data.push_back(pattern(sent[i], i + 5));
+        send_eager_bcopy(i + 1, data.back());
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return std::all_of(r, r + 4, [](const tag_recv &t) {
+                               return t.completed > 0; });
+    }));
+    for (int i = 0; i < 4; ++i) {
+        size_t got = std::min(sizes[i], sent[i]);
+        EXPECT_EQ((sent[i] > sizes[i]) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK,
+                  r[i].status) << i;
+        EXPECT_EQ(got, r[i].length) << i;
+        EXPECT_EQ(0, memcmp(data[i].data(), rbufs[i]->ptr(), got)) << i;
+        EXPECT_EQ('x', ((const char*)rbufs[i]->ptr())[sizes[i]]) << i;
+    }
+    EXPECT_EQ(4u, counters(m_receiver)[RX_EXP]) << "matched by the device";
+    EXPECT_EQ(3u, counters(m_receiver)[RX_TRUNCATED]);
+}
+
 /* A peer whose eager messages are longer than our SRQ segments (it runs a
  * larger UCX_RC_TM_SEG_SIZE) fails the receiving QP, as mlx5 does, and no
  * completion names the receive the NIC took: it is found by deleting the
@@ -211,7 +261,8 @@ TEST_F(rc_tm_tag, eager_longer_than_our_segments_loses_no_receive)
     ASSERT_EQ(UCS_OK, post(r3, rbuf3, 2));
     flush(m_receiver);
     ASSERT_EQ(3u, counters(m_receiver)[POST_DEVICE]);
-    ASSERT_EQ(2u, counters(m_receiver)[LIST_BOUNCE]) << "r needs none";
+    ASSERT_EQ(2u, counters(m_receiver)[LIST_BOUNCE] +
+                  counters(m_receiver)[LIST_SPILL]) << "r needs neither";
 
     std::vector<char> data = pattern(12000, 5);
     send_eager_bcopy(1, data);
