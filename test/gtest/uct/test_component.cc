@@ -137,6 +137,13 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
                   uct_md_open(m_component, m_md_name.c_str(), config, &md))
                 << "LIST_MAX_OPS=" << ops;
     }
+    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_MAX_OPS", "auto"));
+    for (const char *sge : {"0", "3"}) {
+        ASSERT_EQ(UCS_OK, uct_config_modify(config, "SOFT_TM_MAX_SGE", sge));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_open(m_component, m_md_name.c_str(), config, &md))
+                << "SOFT_TM_MAX_SGE=" << sge;
+    }
     uct_config_release(config);
 }
 
