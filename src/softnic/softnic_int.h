@@ -279,13 +279,6 @@ struct sn_cq {
     sn_cqe_t           lost;         /* where entries past an overrun go */
 };
 
-/* A scatter entry of a list entry (struct ibv_sge, as the NIC keeps it) */
-typedef struct sn_sge {
-    uint64_t           addr;
-    uint32_t           length;
-    uint32_t           lkey;
-} sn_sge_t;
-
 /*
  * A matching-list entry; its handle is its index, bare, as on mlx5.  Two
  * views of it, as there are on a NIC:
@@ -308,7 +301,7 @@ typedef struct sn_tag {
     tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
                                         order of ADD processing */
     uint64_t           tag, mask;
-    sn_sge_t           sge[SN_TM_MAX_SGE];
+    struct ibv_sge     sge[SN_TM_MAX_SGE];
     uint32_t           length;       /* of all its scatter entries */
     uint8_t            num_sge;
     bool               listed;
@@ -328,8 +321,9 @@ typedef struct sn_op {
     uint8_t            flags;        /* IBV_OPS_* */
     /* ADD */
     uint8_t            num_sge;
+    uint32_t           length;       /* of all of sge */
     uint64_t           tag, mask;
-    sn_sge_t           sge[SN_TM_MAX_SGE];
+    struct ibv_sge     sge[SN_TM_MAX_SGE];
 } sn_op_t;
 
 /* Untagged SRQ buffer */
@@ -353,7 +347,7 @@ typedef struct sn_xfer {
                                         placed now */
     uint32_t           hdr_len;      /* sw_rndv: header bytes to place */
     uint8_t            hdr[128];     /* ... kept from the message */
-    sn_sge_t           sge[SN_TM_MAX_SGE]; /* the entry's buffer */
+    struct ibv_sge     sge[SN_TM_MAX_SGE]; /* the entry's buffer */
     uint8_t            num_sge;
     uint64_t           remote_va;
     uint32_t           rkey;

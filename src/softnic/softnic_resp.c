@@ -88,7 +88,7 @@ static void sn_ring_copy_out(void *dst, const void *src, uint32_t len)
 
 /* May the device write the first len bytes of the buffer?  (len is at
  * most the entry's length) */
-static bool sn_sge_keys_ok(sn_context_t *ctx, const sn_sge_t *sge,
+static bool sn_sge_keys_ok(sn_context_t *ctx, const struct ibv_sge *sge,
                            uint8_t num_sge, uint32_t len)
 {
     uint32_t piece;
@@ -105,10 +105,10 @@ static bool sn_sge_keys_ok(sn_context_t *ctx, const sn_sge_t *sge,
     return true;
 }
 
-/* The first len bytes of src into the buffer; from_ring: src is a ring
- * record (sn_ring_copy_out) */
-static void sn_sge_scatter(const sn_sge_t *sge, uint8_t num_sge,
-                           const void *src, uint32_t len, bool from_ring)
+/* The first len bytes of src into the buffer (sn_ring_copy_out: the
+ * headers copied from elsewhere are shorter than its backward copy) */
+static void sn_sge_scatter(const struct ibv_sge *sge, uint8_t num_sge,
+                           const void *src, uint32_t len)
 {
     const uint8_t *from = src;
     uint32_t piece;
@@ -116,11 +116,7 @@ static void sn_sge_scatter(const sn_sge_t *sge, uint8_t num_sge,
 
     for (i = 0; (i < num_sge) && (len != 0); ++i) {
         piece = (len < sge[i].length) ? len : sge[i].length;
-        if (from_ring) {
-            sn_ring_copy_out((void *)(uintptr_t)sge[i].addr, from, piece);
-        } else {
-            memcpy((void *)(uintptr_t)sge[i].addr, from, piece);
-        }
+        sn_ring_copy_out((void *)(uintptr_t)sge[i].addr, from, piece);
         from += piece;
         len  -= piece;
     }
@@ -373,7 +369,7 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
         return;
     }
 
-    sn_sge_scatter(tag->sge, tag->num_sge, tmh + 1, len, true);
+    sn_sge_scatter(tag->sge, tag->num_sge, tmh + 1, len);
     sn_srq_tag_unlist(srq, tag);
     if (len > srq->packet_size) {
         sn_srq_push_consumed(srq, qp, index, IBV_WC_TM_MATCH, tmh);
@@ -426,7 +422,7 @@ static void sn_srq_deliver_sw_rndv(sn_srq_t *srq, sn_qp_t *qp,
         memcpy(xfer->hdr, tmh, hdr_len);
         return;
     }
-    sn_sge_scatter(tag->sge, tag->num_sge, tmh, hdr_len, false);
+    sn_sge_scatter(tag->sge, tag->num_sge, tmh, hdr_len);
     wc           = sn_srq_push_consumed(srq, qp, index,
                                         IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
                                         tmh);
@@ -580,8 +576,7 @@ int sn_srq_step_data(sn_srq_t *srq)
             sn_srq_rx_error(srq, xfer->qp, IBV_WC_LOC_PROT_ERR);
             return 0;
         }
-        sn_sge_scatter(xfer->sge, xfer->num_sge, xfer->hdr, xfer->hdr_len,
-                       false);
+        sn_sge_scatter(xfer->sge, xfer->num_sge, xfer->hdr, xfer->hdr_len);
         xfer->byte_len = xfer->hdr_len;
     }
 

@@ -328,9 +328,11 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
     return ret;
 }
 
-/* An ADD's scatter list: at most tm_caps.max_sge entries, whose lengths
- * add up to a message length */
-static bool sn_op_sge_valid(const sn_srq_t *srq, const struct ibv_ops_wr *wr)
+/* An ADD's scatter list: at most tm_caps.max_sge entries (mlx5 checks
+ * its one only in a debug build), whose lengths add up to a message
+ * length; their sum in *length */
+static bool sn_op_sge_valid(const sn_srq_t *srq, const struct ibv_ops_wr *wr,
+                            uint32_t *length)
 {
     uint64_t total = 0;
     int i;
@@ -342,20 +344,8 @@ static bool sn_op_sge_valid(const sn_srq_t *srq, const struct ibv_ops_wr *wr)
     for (i = 0; i < wr->tm.add.num_sge; ++i) {
         total += wr->tm.add.sg_list[i].length;
     }
+    *length = (uint32_t)total;
     return total <= UINT32_MAX;
-}
-
-static void sn_op_sge_copy(sn_op_t *op, const struct ibv_sge *sg_list,
-                           int num_sge)
-{
-    int i;
-
-    op->num_sge = (uint8_t)num_sge;
-    for (i = 0; i < num_sge; ++i) {
-        op->sge[i].addr   = sg_list[i].addr;
-        op->sge[i].length = sg_list[i].length;
-        op->sge[i].lkey   = sg_list[i].lkey;
-    }
 }
 
 /* Checks and queues one list operation, as rdma-core's mlx5 provider does
@@ -372,7 +362,7 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
 
     switch (wr->opcode) {
     case IBV_WR_TAG_ADD:
-        if (!sn_op_sge_valid(srq, wr)) {
+        if (!sn_op_sge_valid(srq, wr, &op->length)) {
             return EINVAL;
         }
         if ((srq->tag_free == NULL) ||
@@ -392,7 +382,9 @@ static int sn_post_one_op(sn_srq_t *srq, struct ibv_ops_wr *wr)
         op->index       = (uint32_t)(tag - srq->tags);
         op->tag         = wr->tm.add.tag;
         op->mask        = wr->tm.add.mask;
-        sn_op_sge_copy(op, wr->tm.add.sg_list, wr->tm.add.num_sge);
+        op->num_sge     = (uint8_t)wr->tm.add.num_sge;
+        memcpy(op->sge, wr->tm.add.sg_list,
+               op->num_sge * sizeof(op->sge[0]));
         wr->tm.handle   = op->index;
         break;
     case IBV_WR_TAG_DEL:
@@ -459,7 +451,6 @@ bool sn_srq_op_ready(const sn_srq_t *srq)
 static enum ibv_wc_status sn_srq_op_add(sn_srq_t *srq, const sn_op_t *op)
 {
     sn_tag_t *tag = &srq->tags[op->index];
-    uint8_t i;
 
     if (tag->listed) {
         sn_srq_tag_unlist(srq, tag);
@@ -467,11 +458,8 @@ static enum ibv_wc_status sn_srq_op_add(sn_srq_t *srq, const sn_op_t *op)
     tag->tag     = op->tag;
     tag->mask    = op->mask;
     tag->num_sge = op->num_sge;
-    tag->length  = 0;
-    for (i = 0; i < op->num_sge; ++i) {
-        tag->sge[i]  = op->sge[i];
-        tag->length += op->sge[i].length;
-    }
+    tag->length  = op->length;
+    memcpy(tag->sge, op->sge, op->num_sge * sizeof(op->sge[0]));
     /* room was reserved when the ADD was posted */
     if (tm_matcher_post(&srq->listed, &tag->entry, tag->tag, tag->mask,
                         tag) != 0) {
