@@ -114,6 +114,34 @@ void parent_setup(node &n, tm_dev_conn_t **c, pipe_pair &pp, addr_msg *peer,
     ASSERT_EQ(0, tm_dev_connect(*c, peer->dev, peer->conn));
 }
 
+/* Forks a peer that connects to this process and then consumes nothing
+ * (it never polls) until it is killed, and connects this side to it */
+void connect_idle_peer(pipe_pair &pp, node &n, tm_dev_conn_t **c,
+                       addr_msg *peer, pid_t *pid)
+{
+    *pid = pp.fork();
+    ASSERT_GE(*pid, 0);
+    if (*pid == 0) {
+        node child;
+        tm_dev_conn_t *child_conn;
+        addr_msg parent;
+        char *buf, ready = 1;
+        int ret = child_setup(child, &child_conn, pp.p2c[0], pp.c2p[1],
+                              &parent, &buf);
+        (void)write_all(pp.c2p[1], &ready, 1);
+        pause();
+        _exit(ret);
+    }
+    char ready;
+    parent_setup(n, c, pp, peer);
+    if (testing::Test::HasFatalFailure() ||
+        !read_all(pp.c2p[0], &ready, 1)) {
+        kill(*pid, SIGKILL);            /* no paused child left behind */
+        waitpid(*pid, nullptr, 0);
+        FAIL() << "the idle peer did not connect";
+    }
+}
+
 } // namespace
 
 TEST(soft_proc, two_processes_tagged_eager_rndv_and_rdma)
@@ -232,26 +260,11 @@ TEST(soft_proc, two_processes_tagged_eager_rndv_and_rdma)
 TEST(soft_proc, dead_peer_gives_error_completions_in_bounded_time)
 {
     pipe_pair pp;
-    pid_t pid = pp.fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        node n;
-        tm_dev_conn_t *c;
-        addr_msg peer;
-        char *buf;
-        int ret = child_setup(n, &c, pp.p2c[0], pp.c2p[1], &peer, &buf);
-        char ready = 1;
-        (void)write_all(pp.c2p[1], &ready, 1);
-        pause();                                 /* never consumes anything */
-        _exit(ret);
-    }
-
     node n;
     tm_dev_conn_t *c;
     addr_msg peer;
-    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer));
-    char ready;
-    ASSERT_TRUE(read_all(pp.c2p[0], &ready, 1));
+    pid_t pid;
+    ASSERT_NO_FATAL_FAILURE(connect_idle_peer(pp, n, &c, &peer, &pid));
 
     /* outstanding sends (never consumed) and a read */
     for (int i = 0; i < 5; ++i) {
@@ -286,25 +299,11 @@ TEST(soft_proc, dead_peer_gives_error_completions_in_bounded_time)
 TEST(soft_proc, rdma_to_dead_peer_fails)
 {
     pipe_pair pp;
-    pid_t pid = pp.fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        node n;
-        tm_dev_conn_t *c;
-        addr_msg peer;
-        char *buf;
-        int ret = child_setup(n, &c, pp.p2c[0], pp.c2p[1], &peer, &buf);
-        char ready = 1;
-        (void)write_all(pp.c2p[1], &ready, 1);
-        pause();
-        _exit(ret);
-    }
     node n;
     tm_dev_conn_t *c;
     addr_msg peer;
-    ASSERT_NO_FATAL_FAILURE(parent_setup(n, &c, pp, &peer));
-    char ready;
-    ASSERT_TRUE(read_all(pp.c2p[0], &ready, 1));
+    pid_t pid;
+    ASSERT_NO_FATAL_FAILURE(connect_idle_peer(pp, n, &c, &peer, &pid));
     kill(pid, SIGKILL);
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
