@@ -9,7 +9,7 @@
  * transports interleaved within each repetition.
  *
  *   ucp_deep_queue [-n 1024,16384,65536] [-s size] [-r reps] [-t rc_tm,posix]
- *                  [-R] [-w]
+ *                  [-R] [-w] [-T]
  *
  * It prints a table of medians with each transport's ratio to the last one;
  * -R prints every measurement instead, one line each:
@@ -20,6 +20,13 @@
  * receive queue does in an application that computes between exchanges.
  * -w measures each round right after an untimed one of the same transport
  * and depth instead: the cost with the transport's own state in cache.
+ *
+ * -T prints every round's timeline on stderr (the untimed ones too): when
+ * the receiver's
+ * first progress call returned, when the first, 10th percentile, median
+ * and last receives completed (their callbacks stamp them, a clock read
+ * each, so the round is slightly longer than without -T), and when the
+ * sender had posted all its sends.
  *
  * Two processes, forked once before UCX is touched.  Each opens one UCP
  * context per transport (UCX_TLS set to it) and keeps it for the whole run,
@@ -60,6 +67,12 @@ typedef struct {
  * (parent) in the sender.  A request waits only while it lives. */
 static pid_t other_pid;
 static int   other_is_parent;
+
+/* -T: completion times of the round under way, seconds from its start */
+static int         timeline;
+static const char *tl_names[MAX_TLS];
+static double *done_at;
+static size_t  ndone;
 
 static double now_sec(void)
 {
@@ -192,12 +205,23 @@ static void sync_with_other(peer_t *p, int fd)
     xread(fd, &token, 1);
 }
 
+static void recv_stamp(void *req, ucs_status_t status,
+                       const ucp_tag_recv_info_t *info, void *arg)
+{
+    (void)req;
+    (void)status;
+    (void)info;
+    (void)arg;
+    done_at[ndone++] = now_sec();
+}
+
 static void sender(peer_t *peers, int fd, size_t max_n, size_t size)
 {
     ucp_request_param_t param = {0};
     char *buf                 = calloc(1, size);
     void **reqs               = calloc(max_n, sizeof(*reqs));
     command_t cmd;
+    double start;
     char token;
     size_t i;
 
@@ -207,9 +231,14 @@ static void sender(peer_t *peers, int fd, size_t max_n, size_t size)
             break;
         }
         xread(fd, &token, 1);             /* receives posted */
+        start = now_sec();
         for (i = 0; i < cmd.n; ++i) {
             reqs[i] = ucp_tag_send_nbx(peers[cmd.tl].ep, buf, size,
                                        cmd.n - 1 - i, &param);
+        }
+        if (timeline) {
+            fprintf(stderr, "timeline: sender posted %zu sends in %.1f us\n",
+                    cmd.n, (now_sec() - start) * 1e6);
         }
         for (i = 0; i < cmd.n; ++i) {
             wait_req(&peers[cmd.tl], reqs[i]);
@@ -227,20 +256,36 @@ static double receive_round(peer_t *p, int tl, int fd, char *bufs,
     ucp_request_param_t param = {0};
     command_t cmd             = { .tl = tl, .n = n };
     char token                = 0;
-    double start, elapsed;
+    double start, elapsed, first_progress = 0;
     size_t i;
 
     xwrite(fd, &cmd, sizeof(cmd));
+    if (timeline) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+        param.cb.recv      = recv_stamp;
+        ndone              = 0;
+    }
     for (i = 0; i < n; ++i) {
         reqs[i] = ucp_tag_recv_nbx(p->worker, bufs + i * size, size, i,
                                    UINT64_MAX, &param);
     }
     start = now_sec();
     xwrite(fd, &token, 1);
+    if (timeline) {
+        ucp_worker_progress(p->worker);
+        first_progress = now_sec();
+    }
     for (i = 0; i < n; ++i) {
         wait_req(p, reqs[i]);
     }
     elapsed = now_sec() - start;
+    if (timeline) {
+        fprintf(stderr, "timeline: receiver N=%zu %s: first progress "
+                "%.1f us, completions first %.1f, 10%% %.1f, 50%% %.1f, last "
+                "%.1f us\n", n, tl_names[tl], (first_progress - start) * 1e6,
+                (done_at[0] - start) * 1e6, (done_at[n / 10] - start) * 1e6,
+                (done_at[n / 2] - start) * 1e6, (done_at[n - 1] - start) * 1e6);
+    }
     sync_with_other(p, fd);
     return elapsed / n;
 }
@@ -343,7 +388,7 @@ int main(int argc, char **argv)
     double *t;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:s:r:t:Rw")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:r:t:RwT")) != -1) {
         switch (c) {
         case 'n': snprintf(ns_arg, sizeof(ns_arg), "%s", optarg); break;
         case 's': size = strtoul(optarg, NULL, 0); break;
@@ -351,15 +396,19 @@ int main(int argc, char **argv)
         case 't': snprintf(tls_arg, sizeof(tls_arg), "%s", optarg); break;
         case 'R': raw = 1; break;
         case 'w': warm = 1; break;
+        case 'T': timeline = 1; break;
         default:
             fprintf(stderr, "usage: %s [-n list] [-s size] [-r reps] "
-                    "[-t tls,...] [-R] [-w]\n", argv[0]);
+                    "[-t tls,...] [-R] [-w] [-T]\n", argv[0]);
             return 2;
         }
     }
 
     nn  = split(ns_arg, ns, MAX_NS);
     ntl = split(tls_arg, tls, MAX_TLS);
+    for (j = 0; j < ntl; ++j) {
+        tl_names[j] = tls[j];
+    }
     for (i = 0; i < nn; ++i) {
         if (strtoul(ns[i], NULL, 0) > max_n) {
             max_n = strtoul(ns[i], NULL, 0);
@@ -392,10 +441,11 @@ int main(int argc, char **argv)
     close(fds[1]);
     other_pid = pid;
 
-    bufs = malloc(max_n * size);
-    reqs = calloc(max_n, sizeof(*reqs));
-    t    = calloc(nn * ntl * reps, sizeof(*t));
-    if ((bufs == NULL) || (reqs == NULL) || (t == NULL)) {
+    bufs    = malloc(max_n * size);
+    reqs    = calloc(max_n, sizeof(*reqs));
+    done_at = calloc(max_n, sizeof(*done_at));
+    t       = calloc(nn * ntl * reps, sizeof(*t));
+    if ((bufs == NULL) || (reqs == NULL) || (done_at == NULL) || (t == NULL)) {
         fprintf(stderr, "ucp_deep_queue: out of memory\n");
         return 1;
     }
@@ -445,6 +495,7 @@ int main(int argc, char **argv)
         print_table(t, ns, nn, tls, ntl, reps, size);
     }
     free(t);
+    free(done_at);
     free(reqs);
     free(bufs);
     return 0;
