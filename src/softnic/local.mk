@@ -17,6 +17,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_qp.c \
 	src/softnic/softnic_accept.c \
 	src/softnic/softnic_req.c \
+	src/softnic/softnic_pull.c \
 	src/softnic/softnic_resp.c \
 	src/softnic/softnic_comp.c \
 	src/softnic/softnic_park.c \

@@ -370,6 +370,9 @@ static void sn_ctx_tables_cleanup(sn_context_t *ctx)
     sn_mr_table_cleanup(ctx);
     free(ctx->wake_qps);
     ctx->wake_qps = NULL;
+    free(ctx->pull_buf);
+    ctx->pull_buf  = NULL;
+    ctx->pull_size = 0;
 }
 
 /*

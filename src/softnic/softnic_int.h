@@ -16,6 +16,8 @@
  *   softnic_accept.c   connections to a remote SRQ (dv) and their accept
  *   softnic_req.c      requester: send queue, messages onto the peer's ring,
  *                      RDMA read and write
+ *   softnic_pull.c     a send backlog the peer's device takes while the
+ *                      requester does not poll
  *   softnic_resp.c     responder: arrivals judged and placed (matched,
  *                      unexpected, untagged), the device's rendezvous read
  *                      and FIN, DATA_VALID
@@ -92,6 +94,9 @@
 
 /* How often a QP waiting on its peer checks that the peer lives */
 #define SN_LIVENESS_PERIOD_NS  (20ull * 1000 * 1000)
+/* A send backlog is taken by the peer's device once its requester has not
+ * pushed for this long (softnic_pull.c): one that polls pushes it faster */
+#define SN_PULL_IDLE_NS        (50ull * 1000)
 
 /* Messages of one QP the responder takes in a row before it looks at the
  * next QP (sn_srq_run_arrivals) */
@@ -226,6 +231,10 @@ struct sn_context {
     _Atomic uint64_t   shares_offered, share_chunks_served;
     struct { uint64_t claim; uint32_t runs; } share_idle[SN_SHARE_SLOTS];
                                      /* our slots with nothing to take */
+    /* a peer's request taken from its backlog is read here
+     * (softnic_pull.c) */
+    void               *pull_buf;
+    size_t             pull_size;
 };
 
 /* What the provider does with a TM completion when it is polled (as
@@ -429,9 +438,16 @@ enum {
     SN_WQE_DONE                      /* completion ready */
 };
 
-/* Device-generated FIN waiting for room in the outbound ring */
+/* The final completion of a matched message, and for a rendezvous the
+ * device read, the FIN that goes before it: a FIN waiting for room in the
+ * outbound ring holds the completion, so a receiver that waits for it
+ * sends the FIN itself (one that stopped polling would hold it for good) */
 typedef struct sn_fin {
     uint8_t            data[sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh)];
+    uint32_t           tag_index;
+    uint32_t           byte_len;
+    unsigned           imm_flag;
+    uint32_t           imm_data;
 } sn_fin_t;
 
 struct sn_qp {
@@ -476,6 +492,16 @@ struct sn_qp {
     uint32_t           sq_sent;      /* oldest not yet on the wire */
     uint32_t           sq_tail;      /* next free */
     uint32_t           max_send_size;
+    /* softnic_pull.c: our backlog is offered to the peer's device (we
+     * hold nothing of the ring but under its backlog lock) ... */
+    bool               offered;
+    /* ... and, as the consumer, the peer's backlog_sent when its next
+     * WQE was found not to be ours to take (1 + index; 0: none) */
+    uint32_t           backlog_pushes; /* ours, counted in ring->... */
+    uint64_t           pull_stuck;
+    uint32_t           pull_seen_pushes; /* the peer's count, and when it */
+    uint64_t           pull_seen_ns;     /* was last seen to change */
+    uint64_t           pull_alive_ns; /* the peer's pid checked until */
     /* FINs the device could not put on the wire yet */
     sn_fin_t           *fins;
     uint32_t           fin_count, fin_cap;
@@ -706,13 +732,24 @@ void sn_srq_destroy_qps(sn_srq_t *srq);
 int  sn_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
                   struct ibv_send_wr **bad_wr);
 void sn_qp_push(sn_qp_t *qp);
-int  sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len);
+int  sn_qp_send_fin(sn_qp_t *qp, const sn_fin_t *fin);
+void sn_qp_fins_complete(sn_qp_t *qp);
 sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len);
 void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len, uint16_t flags,
                      uint32_t imm_data);
 
+/* softnic_pull.c (a send backlog the peer's device takes) */
+void sn_qp_backlog_init(sn_qp_t *qp);
+void sn_qp_backlog_offer(sn_qp_t *qp);
+bool sn_qp_backlog_begin(sn_qp_t *qp);
+void sn_qp_backlog_end(sn_qp_t *qp);
+void sn_qp_backlog_withdraw(sn_qp_t *qp);
+int  sn_srq_pull_arrival(sn_srq_t *srq, sn_qp_t *qp);
+
 /* softnic_resp.c (responder) */
 bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp);
+int  sn_srq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec);
+void sn_srq_push_final(sn_qp_t *qp, const sn_fin_t *fin);
 int  sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp);
 bool sn_srq_data_ready(const sn_srq_t *srq);
 int  sn_srq_step_data(sn_srq_t *srq);

@@ -126,6 +126,7 @@ int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
     qp->out_tail       = atomic_load(&out->head);
     qp->out_head_cache = qp->out_tail;
     qp->peer_proc      = *peer_proc;
+    sn_qp_backlog_init(qp);
     return 0;
 }
 
@@ -277,6 +278,7 @@ void sn_qp_destroy(sn_qp_t *qp)
     sn_list_del(&qp->busy_link);
     sn_list_del(&qp->ctx_link);
 
+    sn_qp_backlog_withdraw(qp);  /* before its send queue goes */
     /* the peer's outstanding sends to us now fail */
     if ((qp->in != NULL) && sn_ctx_is_ours(ctx)) {
         atomic_store(&qp->in->hdr.closed, 1);
@@ -354,13 +356,16 @@ void sn_qp_set_error(sn_qp_t *qp)
     }
     sn_debug("QP 0x%x enters the error state", qp->ibv.qp_num);
     qp->ibv.state    = IBV_QPS_ERR;
-    qp->fin_count    = 0;
     qp->last_wqe_due = true;    /* raised by the device's progress */
     sn_qp_mark_busy(qp);
-    /* our peer will see us gone, as it would see an RC QP stop answering */
+    /* our peer will see us gone, as it would see an RC QP stop answering
+     * (before the withdrawal: a peer that waits for our ring's backlog
+     * lock, failing too, gives up) */
     if (sn_ctx_is_ours(sn_qp_ctx(qp))) {
         atomic_store(&qp->in->hdr.closed, 1);
     }
+    sn_qp_backlog_withdraw(qp);  /* the peer's device takes no more */
+    sn_qp_fins_complete(qp);
 }
 
 /* INIT -> RTR: the peer is the QP dest_qp_num of the device the GID names */

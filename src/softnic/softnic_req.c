@@ -3,7 +3,8 @@
  * queue and go on the wire in posting order: a SEND into the peer's
  * inbound ring (while it has room), an RDMA READ or WRITE as one copy
  * between the processes once every earlier request of the QP is on the
- * wire.  FINs the NIC sends for rendezvous it read go before them.  The
+ * wire.  FINs the NIC sends for rendezvous it read go before them.  What
+ * waits for room is offered to the peer's device (softnic_pull.c).  The
  * completer (softnic_comp.c) completes them in order.
  */
 #include "softnic_int.h"
@@ -139,28 +140,54 @@ out:
     return (ret == 0) ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
 }
 
+/* A FIN onto the ring, if it has room */
+static bool sn_qp_put_fin(sn_qp_t *qp, const sn_fin_t *fin)
+{
+    sn_rec_t *rec = sn_ring_reserve(qp, sizeof(fin->data));
+
+    if (rec == NULL) {
+        return false;
+    }
+    memcpy(rec + 1, fin->data, sizeof(fin->data));
+    sn_ring_publish(qp, rec, sizeof(fin->data), 0, 0);
+    return true;
+}
+
+/* FINs that waited go out, each followed by its entry's completion */
+static void sn_qp_push_fins(sn_qp_t *qp)
+{
+    uint32_t i;
+
+    for (i = 0; (i < qp->fin_count) && sn_qp_put_fin(qp, &qp->fins[i]); ++i) {
+        sn_srq_push_final(qp, &qp->fins[i]);
+    }
+    memmove(qp->fins, qp->fins + i, (qp->fin_count - i) * sizeof(*qp->fins));
+    qp->fin_count -= i;
+}
+
+/* The QP fails: the FINs that waited will not go, and the entries they
+ * answer were read, so they complete */
+void sn_qp_fins_complete(sn_qp_t *qp)
+{
+    uint32_t i;
+
+    for (i = 0; i < qp->fin_count; ++i) {
+        sn_srq_push_final(qp, &qp->fins[i]);
+    }
+    qp->fin_count = 0;
+}
+
 /* The NIC's FINs first, then send requests in order, while the ring has
  * room */
-void sn_qp_push(sn_qp_t *qp)
+static void sn_qp_push_wire(sn_qp_t *qp)
 {
     sn_context_t *ctx = sn_qp_ctx(qp);
     enum ibv_wc_status status;
     sn_wqe_t *wqe;
     sn_rec_t *rec;
-    uint32_t i;
 
     if (sn_unlikely(qp->fin_count != 0)) {
-        for (i = 0; i < qp->fin_count; ++i) {
-            rec = sn_ring_reserve(qp, sizeof(qp->fins[i].data));
-            if (rec == NULL) {
-                break;
-            }
-            memcpy(rec + 1, qp->fins[i].data, sizeof(qp->fins[i].data));
-            sn_ring_publish(qp, rec, sizeof(qp->fins[i].data), 0, 0);
-        }
-        memmove(qp->fins, qp->fins + i,
-                (qp->fin_count - i) * sizeof(*qp->fins));
-        qp->fin_count -= i;
+        sn_qp_push_fins(qp);
     }
 
     while (qp->sq_sent != qp->sq_tail) {
@@ -195,25 +222,38 @@ void sn_qp_push(sn_qp_t *qp)
     }
 }
 
+/* What can go on the wire goes; what must wait for room is offered to the
+ * peer's device, which takes it if we stop polling (softnic_pull.c) */
+void sn_qp_push(sn_qp_t *qp)
+{
+    if (sn_unlikely(qp->offered)) {
+        if (sn_qp_backlog_begin(qp)) {
+            sn_qp_push_wire(qp);
+            sn_qp_backlog_end(qp);
+        }
+        return;
+    }
+    sn_qp_push_wire(qp);
+    if (sn_unlikely(qp->sq_sent != qp->sq_tail)) {
+        sn_qp_backlog_offer(qp);
+    }
+}
 
-/* A FIN from the NIC (not a work request: no send completion) */
-int sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len)
+
+/* A FIN from the NIC (not a work request: no send completion).  0 when it
+ * is on the wire; EINPROGRESS when it waits for room, and then the entry's
+ * final completion comes after it (sn_qp_push_fins) */
+int sn_qp_send_fin(sn_qp_t *qp, const sn_fin_t *fin)
 {
     sn_fin_t *fins;
-    sn_rec_t *rec;
     uint32_t cap;
 
     if (!sn_qp_connected(qp)) {
         return ENOTCONN;
     }
-    if (qp->fin_count == 0) {
-        rec = sn_ring_reserve(qp, (uint32_t)len);
-        if (rec != NULL) {
-            memcpy(rec + 1, fin, len);
-            sn_ring_publish(qp, rec, (uint32_t)len, 0, 0);
-            sn_qp_ring_peer(qp);
-            return 0;
-        }
+    if ((qp->fin_count == 0) && !qp->offered && sn_qp_put_fin(qp, fin)) {
+        sn_qp_ring_peer(qp);
+        return 0;
     }
     /* ring full: keep it until the peer catches up (slow path) */
     if (qp->fin_count == qp->fin_cap) {
@@ -225,9 +265,9 @@ int sn_qp_send_fin(sn_qp_t *qp, const void *fin, size_t len)
         qp->fins    = fins;
         qp->fin_cap = cap;
     }
-    memcpy(qp->fins[qp->fin_count++].data, fin, len);
+    qp->fins[qp->fin_count++] = *fin;
     sn_qp_mark_busy(qp);
-    return 0;
+    return EINPROGRESS;
 }
 
 /* Checks one work request and fills a send queue entry from it */

@@ -48,7 +48,7 @@ bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p)
             *rec_p = rec;
             return true;
         }
-        if (type == 0) {
+        if ((type == 0) || (type == SN_REC_BACKLOG)) {
             return false;
         }
         sn_ring_advance(qp, rec->len);
@@ -181,15 +181,12 @@ static inline bool sn_srq_xfer_full(const sn_srq_t *srq)
     return srq->xfer_tail - srq->xfer_head > srq->xfer_mask;
 }
 
-/* Can the oldest message of qp be delivered now?  (RNR if not) */
-static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
-                                sn_rec_t **rec_p, sn_tag_t **tag_p,
-                                sn_arrival_kind_t *kind_p)
+/* Can this message be delivered now?  (RNR if not) */
+static bool sn_srq_arrival_can(sn_srq_t *srq, const sn_qp_t *qp,
+                               const sn_rec_t *rec, sn_tag_t **tag_p,
+                               sn_arrival_kind_t *kind_p)
 {
-    if (!sn_qp_connected(qp) || !sn_ring_peek(qp, rec_p)) {
-        return false;
-    }
-    *kind_p = sn_srq_judge(srq, qp, *rec_p, tag_p);
+    *kind_p = sn_srq_judge(srq, qp, rec, tag_p);
     if ((*kind_p == SN_ARR_EAGER) || (*kind_p == SN_ARR_RNDV)) {
         /* the second half may need a transfer slot */
         return !sn_srq_xfer_full(srq);
@@ -199,13 +196,15 @@ static bool sn_srq_arrival_peek(sn_srq_t *srq, sn_qp_t *qp,
     return srq->rbuf_head != srq->rbuf_tail;
 }
 
+/* Can the oldest message on qp's ring be delivered now? */
 bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp)
 {
     sn_arrival_kind_t kind;
     sn_rec_t *rec;
     sn_tag_t *tag;
 
-    return sn_srq_arrival_peek(srq, qp, &rec, &tag, &kind);
+    return sn_qp_connected(qp) && sn_ring_peek(qp, &rec) &&
+           sn_srq_arrival_can(srq, qp, rec, &tag, &kind);
 }
 
 /*
@@ -458,19 +457,20 @@ static void sn_srq_deliver_rndv(sn_srq_t *srq, sn_qp_t *qp,
     sn_srq_tag_unlist(srq, tag);
 }
 
-int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
+/* Judges a message and places it: 0 when it was taken, EAGAIN when it
+ * waits (RNR), EPROTO when it stays and the QP failed */
+int sn_srq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
 {
     sn_arrival_kind_t kind;
-    sn_rec_t *rec;
     sn_tag_t *tag;
 
-    if (!sn_srq_arrival_peek(srq, qp, &rec, &tag, &kind)) {
+    if (!sn_srq_arrival_can(srq, qp, rec, &tag, &kind)) {
         return EAGAIN;
     }
     switch (kind) {
     case SN_ARR_BAD_RNDV:
         sn_srq_rx_error(srq, qp, IBV_WC_REM_INV_REQ_ERR);
-        return 0;               /* the message stays: the QP is in error */
+        return EPROTO;
     case SN_ARR_EAGER:
         sn_srq_deliver_eager(srq, qp, rec, tag);
         break;
@@ -481,8 +481,29 @@ int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
         sn_srq_deliver_untagged(srq, qp, rec, kind);
         break;
     }
-    sn_ring_release(qp, rec);
     return 0;
+}
+
+/* The oldest message of qp: off its ring, or, once the ring is drained up
+ * to the requester's mark, out of its backlog (softnic_pull.c) */
+int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
+{
+    sn_rec_t *rec;
+    int ret;
+
+    if (!sn_qp_connected(qp)) {
+        return EAGAIN;
+    }
+    if (!sn_ring_peek(qp, &rec)) {
+        return (sn_rec_type(sn_ring_head_rec(qp)) == SN_REC_BACKLOG) ?
+               sn_srq_pull_arrival(srq, qp) : EAGAIN;
+    }
+    ret = sn_srq_arrive(srq, qp, rec);
+    if (ret == 0) {
+        sn_ring_release(qp, rec);
+    }
+    /* a failed QP's message stays */
+    return (ret == EAGAIN) ? EAGAIN : 0;
 }
 
 
@@ -555,7 +576,7 @@ int sn_srq_step_data(sn_srq_t *srq)
     enum ibv_wc_status status = IBV_WC_SUCCESS;
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     sn_xfer_t *xfer;
-    sn_cqe_t *wc;
+    sn_fin_t fin;
 
     if (!sn_srq_data_ready(srq)) {
         return EAGAIN;
@@ -580,20 +601,35 @@ int sn_srq_step_data(sn_srq_t *srq)
         xfer->byte_len = xfer->hdr_len;
     }
 
-    wc            = sn_cq_push(srq->cq);
+    fin.tag_index = xfer->tag_index;
+    fin.byte_len  = xfer->byte_len;
+    fin.imm_flag  = xfer->imm_flag;
+    fin.imm_data  = xfer->imm_data;
+    if (xfer->rndv) {
+        memcpy(fin.data, xfer->fin, sizeof(fin.data));
+        if (sn_qp_send_fin(xfer->qp, &fin) == EINPROGRESS) {
+            return 0;           /* completes once its FIN goes */
+        }
+    }
+    sn_srq_push_final(xfer->qp, &fin);
+    return 0;
+}
+
+/* The final completion of a matched message (for a rendezvous the device
+ * read, once its FIN is on the wire) */
+void sn_srq_push_final(sn_qp_t *qp, const sn_fin_t *fin)
+{
+    sn_srq_t *srq = qp->srq;
+    sn_cqe_t *wc  = sn_cq_push(srq->cq);
+
     wc->wr_id     = 0;
     wc->status    = IBV_WC_SUCCESS;
     wc->opcode    = IBV_WC_TM_RECV;
-    wc->qp_num    = xfer->qp->ibv.qp_num;
-    wc->byte_len  = xfer->byte_len;
-    wc->wc_flags  = IBV_WC_TM_DATA_VALID | xfer->imm_flag;
-    wc->imm_data  = xfer->imm_data;
+    wc->qp_num    = qp->ibv.qp_num;
+    wc->byte_len  = fin->byte_len;
+    wc->wc_flags  = IBV_WC_TM_DATA_VALID | fin->imm_flag;
+    wc->imm_data  = fin->imm_data;
     wc->kind      = SN_CQE_TM_FINAL;
-    wc->tag_index = xfer->tag_index;
+    wc->tag_index = fin->tag_index;
     wc->srq       = srq;
-
-    if (xfer->rndv) {
-        sn_qp_send_fin(xfer->qp, xfer->fin, sizeof(xfer->fin));
-    }
-    return 0;
 }

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             10u           /* 10: parked rings and
-                                                their wake bits */
+#define SN_VERSION             11u           /* 11: a ring's backlog
+                                                line (softnic_pull.c) */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -210,19 +210,36 @@ typedef struct sn_ring_ctl {
                                    the ring */
     uint8_t          pad0[SN_CACHE_LINE];
     _Atomic uint64_t head SN_ALIGNED;     /* written by the consumer */
+    uint8_t          pad1[SN_CACHE_LINE];
+    /* The producer's send backlog, which the consumer's device may take
+     * while the producer does not poll (softnic_pull.c): under lock, which
+     * either side holds for one step; written only while a backlog is
+     * offered, so away from head's pair of lines */
+    _Atomic uint32_t backlog_lock SN_ALIGNED;
+    _Atomic uint32_t backlog_sent;  /* the producer's oldest WQE not on
+                                       the wire, the consumer's next pull */
+    _Atomic uint32_t backlog_tail;  /* offered up to (excluding) this */
+    _Atomic uint32_t backlog_pushes;/* the producer's pushes while it
+                                       offers: it still polls */
+    uint32_t         sq_mask;       /* the producer's send queue ... */
+    uint32_t         wqe_size;      /* ... of entries of this size ... */
+    uint64_t         sq_addr;       /* ... in its own memory */
     uint8_t          data[] SN_ALIGNED;
 } sn_ring_ctl_t;
 
 typedef struct sn_rec {
     uint32_t         len;       /* payload bytes */
-    uint16_t         type;      /* 0 (not yet) / SN_REC_MSG / SN_REC_PAD,
-                                 * accessed atomically (the record's flag) */
+    uint16_t         type;      /* 0 (not yet) / SN_REC_MSG / SN_REC_PAD /
+                                 * SN_REC_BACKLOG, accessed atomically (the
+                                 * record's flag) */
     uint16_t         flags;     /* SN_REC_F_* */
     uint32_t         imm_data;  /* big endian, as posted */
     uint32_t         reserved;
 } sn_rec_t;
 
-enum { SN_REC_MSG = 1, SN_REC_PAD = 2 };
+/* SN_REC_BACKLOG: a mark where the producer's next record goes, written
+ * under the backlog lock: the rest waits in its send queue (softnic_pull.c) */
+enum { SN_REC_MSG = 1, SN_REC_PAD = 2, SN_REC_BACKLOG = 3 };
 enum { SN_REC_F_IMM = 1 };
 
 /* Ring bytes a record of len payload bytes takes (whole cache lines) */

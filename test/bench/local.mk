@@ -31,3 +31,8 @@ test/bench/mpi_many_peers: $(srcdir)/test/bench/mpi_many_peers.c
 all-local: test/bench/mpi_overlap test/bench/mpi_many_peers
 CLEANFILES += test/bench/mpi_overlap test/bench/mpi_many_peers
 EXTRA_DIST += test/bench/mpi_overlap.c test/bench/mpi_many_peers.c
+
+# ... and as a test: bursts whose sends completed, then a sender blocked
+# outside UCX (issue 34), inline and with the engine thread
+TESTS      += test/bench/deep_queue_burst.sh
+EXTRA_DIST += test/bench/deep_queue_burst.sh

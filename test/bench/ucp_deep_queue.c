@@ -28,6 +28,10 @@
  * each, so the round is slightly longer than without -T), and when the
  * sender had posted all its sends.
  *
+ * The sender blocks outside UCX (a socket read) as soon as its sends
+ * completed, with no flush: a send that completed must reach the
+ * receiver without the sender's help (test/bench/deep_queue_burst.sh).
+ *
  * Two processes, forked once before UCX is touched.  Each opens one UCP
  * context per transport (UCX_TLS set to it) and keeps it for the whole run,
  * as an application does, so the figures hold no start-up costs: one
@@ -193,14 +197,13 @@ static void peer_close(peer_t *p)
 }
 
 /* Both sides at the same point, nothing of theirs in flight */
-static void sync_with_other(peer_t *p, int fd)
+/* Blocks outside UCX until the other process is done: sends that
+ * completed are delivered without our help (no flush first), as an MPI
+ * program that synchronises through another channel relies on */
+static void sync_with_other(int fd)
 {
-    ucp_request_param_t param = {0};
     char token = 0;
 
-    /* Sends that completed locally may still wait in a queue that only
-     * progress pushes: flushed before the process stops progressing */
-    wait_req(p, ucp_worker_flush_nbx(p->worker, &param));
     xwrite(fd, &token, 1);
     xread(fd, &token, 1);
 }
@@ -243,7 +246,7 @@ static void sender(peer_t *peers, int fd, size_t max_n, size_t size)
         for (i = 0; i < cmd.n; ++i) {
             wait_req(&peers[cmd.tl], reqs[i]);
         }
-        sync_with_other(&peers[cmd.tl], fd);
+        sync_with_other(fd);
     }
     free(reqs);
     free(buf);
@@ -286,7 +289,7 @@ static double receive_round(peer_t *p, int tl, int fd, char *bufs,
                 (done_at[0] - start) * 1e6, (done_at[n / 10] - start) * 1e6,
                 (done_at[n / 2] - start) * 1e6, (done_at[n - 1] - start) * 1e6);
     }
-    sync_with_other(p, fd);
+    sync_with_other(fd);
     return elapsed / n;
 }
 

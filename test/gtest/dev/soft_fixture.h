@@ -132,13 +132,19 @@ struct node {
         char *buf = alloc(msg.size());
         memcpy(buf, msg.data(), msg.size());
         struct ibv_sge sge = { (uintptr_t)buf, (uint32_t)msg.size(), mr->lkey };
+        return send_sge(c, sge, wr_id, signaled ? IBV_SEND_SIGNALED : 0);
+    }
+
+    /* A SEND of one gather entry, as given */
+    int send_sge(tm_dev_conn_t *c, struct ibv_sge sge, uint64_t wr_id,
+                 unsigned send_flags) {
         struct ibv_send_wr wr, *bad;
         memset(&wr, 0, sizeof(wr));
         wr.wr_id      = wr_id;
         wr.opcode     = IBV_WR_SEND;
         wr.sg_list    = &sge;
         wr.num_sge    = 1;
-        wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+        wr.send_flags = send_flags;
         return tm_dev_post_send(c, &wr, &bad);
     }
 

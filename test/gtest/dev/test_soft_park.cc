@@ -255,8 +255,9 @@ TEST_F(soft_park_engine, a_lost_wake_does_not_strand_a_sleeping_engine)
 
 /* A receive-only QP sends nothing but its NIC's FINs.  With the peer
  * taking nothing off its ring (MANUAL), FINs fill it and the next ones
- * wait in the QP: it becomes busy, and once the peer takes the FINs, a
- * poll of ours sends the waiting ones, in order */
+ * wait in the QP, each with the final completion of the receive it
+ * answers: it becomes busy, and once the peer takes the FINs, a poll of
+ * ours sends the waiting ones, in order, and completes their receives */
 class soft_pair_fin_ring : public soft_pair {
     void set_attr(tm_dev_attr_t &a) override { a.max_msg_size = 1024; }
 };
@@ -264,10 +265,10 @@ class soft_pair_fin_ring : public soft_pair {
 TEST_F(soft_pair_fin_ring, fins_waiting_behind_a_full_ring_go_out)
 {
     /* a 128 KiB ring of 64-byte records holds 2047 */
-    const unsigned batch = 32, total = 2048 + (3 * batch);
+    const unsigned batch = 32, total = 2048 + (3 * batch), room = 2047;
     char *dst = r.alloc(64), *src = s.alloc(64);
     std::vector<char*> fins;
-    unsigned sent = 0, recvd = 0, posted = 0;
+    unsigned sent = 0, recvd = 0, posted = 0, finals = 0;
     tm_dev_wc_t wc;
 
     softnic_test_set_mode(s.dev, SOFTNIC_MODE_MANUAL);
@@ -280,10 +281,12 @@ TEST_F(soft_pair_fin_ring, fins_waiting_behind_a_full_ring_go_out)
             ASSERT_EQ(0, s.send(cs, rndv_msg(sent + i, 0, src, s.mr->rkey, 0,
                                              ""), sent + i));
         }
-        /* our side: each request matched, read (0 bytes), FIN sent */
-        for (unsigned done = 0; done < batch;) {
-            ASSERT_TRUE(r.next(&wc)) << "request " << sent + done;
-            done += (wc.wc_flags & IBV_WC_TM_DATA_VALID) != 0;
+        /* our side: each request matched and read (0 bytes); its receive
+         * completes once its FIN is on the wire */
+        for (unsigned matched = 0; matched < batch;) {
+            ASSERT_TRUE(r.next(&wc)) << "request " << sent + matched;
+            matched += (wc.wc_flags & IBV_WC_TM_MATCH) != 0;
+            finals  += (wc.wc_flags & IBV_WC_TM_DATA_VALID) != 0;
         }
         for (unsigned i = 0; i < batch; ++i) {
             ASSERT_TRUE(s.next(&wc));
@@ -291,6 +294,12 @@ TEST_F(soft_pair_fin_ring, fins_waiting_behind_a_full_ring_go_out)
         }
         sent += batch;
     }
+    r.poll();
+    for (const tm_dev_wc_t &c : r.wcs) {
+        finals += (c.wc_flags & IBV_WC_TM_DATA_VALID) != 0;
+    }
+    r.wcs.clear();
+    EXPECT_EQ(room, finals) << "receives completed before their FINs went";
 
     softnic_test_set_mode(s.dev, SOFTNIC_MODE_AUTO);
     while (recvd < total) {
@@ -299,6 +308,11 @@ TEST_F(soft_pair_fin_ring, fins_waiting_behind_a_full_ring_go_out)
             posted += 64;
         }
         r.poll();               /* our NIC sends what waits */
+        for (const tm_dev_wc_t &c : r.wcs) {
+            EXPECT_TRUE(c.wc_flags & IBV_WC_TM_DATA_VALID);
+            ++finals;
+        }
+        r.wcs.clear();
         ASSERT_TRUE(s.next(&wc)) << recvd << " FINs of " << total;
         ASSERT_EQ(IBV_WC_TM_NO_TAG, wc.opcode);
         const struct ibv_tmh *tmh = (const struct ibv_tmh *)fins.at(wc.wr_id);
@@ -306,4 +320,7 @@ TEST_F(soft_pair_fin_ring, fins_waiting_behind_a_full_ring_go_out)
         EXPECT_EQ((uint64_t)recvd, be64toh(tmh->tag));
         ++recvd;
     }
+    r.poll();
+    finals += r.wcs.size();
+    EXPECT_EQ(total, finals);
 }

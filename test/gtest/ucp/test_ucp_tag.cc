@@ -344,6 +344,96 @@ TEST_F(rc_tm_ucp, flood_of_unexpected_messages)
     }
 }
 
+/* A send that UCP reported complete reaches the receiver without another
+ * call of the sender's, as a NIC carries out what was posted to it: a
+ * burst far deeper than what the peer's ring holds, the sender's requests
+ * all complete (both progress until then, the receiver behind), then only
+ * the receiver progresses (the sender blocks outside UCX).  Expected (pre-posted, most
+ * beyond the device's list) and unexpected receives. */
+class rc_tm_ucp_burst : public rc_tm_ucp {
+protected:
+    void burst(int count, size_t size, bool preposted)
+    {
+        std::vector<std::vector<char>> datas, bufs(count,
+                                                   std::vector<char>(size));
+        std::vector<void*> rreqs(count), sreqs;
+        activate_offload();
+        for (int i = 0; preposted && (i < count); ++i) {
+            rreqs[i] = recv(0x10000 + i, bufs[i]);
+        }
+        datas.reserve(count);
+        for (int i = count - 1; i >= 0; --i) {
+            datas.push_back(pattern(size, i));
+            sreqs.push_back(send(0x10000 + i, datas.back()));
+        }
+        auto sender_done = [&] {
+            for (void *req : sreqs) {
+                if (UCS_PTR_IS_PTR(req) &&
+                    (ucp_request_check_status(req) == UCS_INPROGRESS)) {
+                    return false;
+                }
+            }
+            return true;
+        };
+        /* the receiver lags (a call for 64 of the sender's), so that the
+         * last sends find its ring full */
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(20);
+        for (unsigned calls = 1; !sender_done() &&
+             (std::chrono::steady_clock::now() < deadline); ++calls) {
+            ucp_worker_progress(m_sender);
+            if ((calls % 64) == 0) {
+                ucp_worker_progress(m_receiver);
+            }
+        }
+        ASSERT_TRUE(sender_done()) << "the sends did not complete";
+        for (void *req : sreqs) {
+            if (UCS_PTR_IS_PTR(req)) {
+                EXPECT_EQ(UCS_OK, ucp_request_check_status(req));
+                ucp_request_free(req);
+            }
+        }
+
+        /* from now on the sender makes no call */
+        for (int i = 0; !preposted && (i < count); ++i) {
+            rreqs[i] = recv(0x10000 + i, bufs[i]);
+        }
+        int done = 0, wrong = 0;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        for (int i = 0; i < count; ++i) {
+            while (UCS_PTR_IS_PTR(rreqs[i]) &&
+                   (ucp_request_check_status(rreqs[i]) == UCS_INPROGRESS) &&
+                   (std::chrono::steady_clock::now() < deadline)) {
+                ucp_worker_progress(m_receiver);
+            }
+            if (!UCS_PTR_IS_PTR(rreqs[i])) {
+                EXPECT_EQ(UCS_OK, UCS_PTR_STATUS(rreqs[i])) << i;
+            } else if (ucp_request_check_status(rreqs[i]) != UCS_INPROGRESS) {
+                EXPECT_EQ(UCS_OK, ucp_request_check_status(rreqs[i])) << i;
+                ucp_request_free(rreqs[i]);
+            } else {
+                continue;       /* TearDown's closes cancel it */
+            }
+            ++done;
+            wrong += (datas[count - 1 - i] != bufs[i]);
+        }
+        EXPECT_EQ(count, done) << "receives never completed";
+        EXPECT_EQ(0, wrong) << "receives completed with wrong data";
+        /* what is left in flight is for TearDown's closes, which progress
+         * both workers again */
+    }
+};
+
+TEST_F(rc_tm_ucp_burst, deeper_than_the_ring_preposted)
+{
+    burst(4096, 512, true);
+}
+
+TEST_F(rc_tm_ucp_burst, deeper_than_the_ring_unexpected)
+{
+    burst(2048, 1024, false);
+}
+
 /* UCP (1.13, tag offload) registers the buffer of every receive it gives
  * the device, and of every rendezvous it sends: the same buffers again are
  * found in rc_tm's registration cache, not registered with the device */

@@ -11,7 +11,8 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/test_overflow.cc \
 	test/gtest/uct/test_contract.cc \
 	test/gtest/uct/test_tx_moderation.cc \
-	test/gtest/uct/test_rcache.cc
+	test/gtest/uct/test_rcache.cc \
+	test/gtest/uct/test_backlog.cc
 test_gtest_uct_test_uct_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_gtest_uct_test_uct_LDADD = \
 	src/uct/rc_tm/libuct_rc_tm.la \

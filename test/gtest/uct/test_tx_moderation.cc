@@ -34,21 +34,6 @@ protected:
         return uct_ep_am_short(ep(), 1, header, NULL, 0);
     }
 
-    /* Progresses the sender alone until pred holds; false after a bound
-     * that only a hang reaches */
-    bool sender_progress_until(const std::function<bool()> &pred)
-    {
-        auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::seconds(10);
-        while (!pred()) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-            uct_worker_progress(m_sender.worker);
-        }
-        return true;
-    }
-
     /* The first byte of every active message's header, in order */
     std::string am_order()
     {
@@ -242,7 +227,7 @@ TEST_F(rc_tm_tx_moderation, silent_sends_hold_cq_entries_and_get_them_back)
         /* The receiver does not progress: sends stay in flight, and the
          * sender gets back only what completions return */
         int posted = 0;
-        ASSERT_TRUE(sender_progress_until([&] {
+        ASSERT_TRUE(progress_until(m_sender, [&] {
             while ((posted < 100) && (am_short('x') == UCS_OK)) {
                 ++posted;
             }

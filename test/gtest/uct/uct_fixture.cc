@@ -388,7 +388,9 @@ bool uct_fixture::soft_thread()
     return (value != NULL) && !strcmp(value, "thread");
 }
 
-bool uct_fixture::wait_for(const std::function<bool()> &pred, double seconds)
+/* Calls step until pred holds; false after a bound only a hang reaches */
+static bool step_until(const std::function<void()> &step,
+                       const std::function<bool()> &pred, double seconds)
 {
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration<double>(seconds);
@@ -396,9 +398,20 @@ bool uct_fixture::wait_for(const std::function<bool()> &pred, double seconds)
         if (std::chrono::steady_clock::now() > deadline) {
             return false;
         }
-        progress();
+        step();
     }
     return true;
+}
+
+bool uct_fixture::wait_for(const std::function<bool()> &pred, double seconds)
+{
+    return step_until([this] { progress(); }, pred, seconds);
+}
+
+bool uct_fixture::progress_until(entity &e, const std::function<bool()> &pred,
+                                 double seconds)
+{
+    return step_until([&e] { uct_worker_progress(e.worker); }, pred, seconds);
 }
 
 void uct_fixture::flush(entity &e)

@@ -120,6 +120,9 @@ protected:
     /* Progresses until pred holds; false after a bound that only a hang
      * reaches (this is a hang detector, not a wait) */
     bool wait_for(const std::function<bool()> &pred, double seconds = 10.0);
+    /* The same, progressing e alone (its peer makes no call) */
+    bool progress_until(entity &e, const std::function<bool()> &pred,
+                        double seconds = 10.0);
     void flush(entity &e);
 
     std::vector<uint64_t> counters(entity &e);
