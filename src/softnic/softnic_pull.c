@@ -291,6 +291,14 @@ static int sn_pull_one(sn_srq_t *srq, sn_qp_t *qp, uint32_t index)
     if (n != (ssize_t)sizeof(wqe)) {
         return (n < 0) ? errno : EFAULT;
     }
+    /* what the requester's post_send checked, checked again: its memory is
+     * not ours to trust (a SEND takes half a ring at most) */
+    if ((wqe.num_sge > SN_MAX_SGE) || (wqe.inline_len > SN_MAX_INLINE) ||
+        ((wqe.inline_len != 0) && (wqe.inline_len != wqe.byte_len)) ||
+        (((wqe.opcode == IBV_WR_SEND) || (wqe.opcode == IBV_WR_SEND_WITH_IMM)) &&
+         (sn_rec_size(wqe.byte_len) * 2 > ring->size))) {
+        return EPROTO;
+    }
     switch (wqe.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
