@@ -6,7 +6,7 @@
 #     error naming both versions, and ucx_info still succeeds.
 set -u
 build=${RC_TM_BUILDDIR:?}
-ucx_info=${UCX_INFO:-ucx_info}
+ucx_info=${RC_TM_UCX_INFO:-ucx_info}
 module=$build/src/uct/rc_tm/.libs/libuct_rc_tm.so
 other=$build/src/uct/rc_tm/.libs/libuct_rc_tm_otherver.so
 fails=0 passes=0

@@ -189,6 +189,9 @@ void tm_dev_query(tm_dev_t *dev, tm_dev_caps_t *caps);
 const char *tm_dev_driver(tm_dev_t *dev);
 void tm_dev_addr(tm_dev_t *dev, void *addr);
 int  tm_dev_is_reachable(tm_dev_t *dev, const void *dev_addr);
+/* The address names this device's own port (UCX's reachability scope
+ * "device") */
+int  tm_dev_addr_is_local(tm_dev_t *dev, const void *dev_addr);
 
 int  tm_dev_reg_mr(tm_dev_t *dev, void *addr, size_t length, int access,
                    tm_dev_mr_t **mr_p);
@@ -254,6 +257,11 @@ static inline int tm_dev_conn_drained(tm_dev_conn_t *conn)
 void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
 int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,
                     const void *conn_addr);
+/* Nonzero when we connected conn to the peer at dev_addr: to its
+ * connection at conn_addr, or to its SRQ at srq_addr, or (both NULL) to
+ * anything of that peer's */
+int  tm_dev_conn_is_connected(tm_dev_conn_t *conn, const void *dev_addr,
+                              const void *conn_addr, const void *srq_addr);
 
 /* The QP we send on, and the one we receive on */
 static inline uint32_t tm_dev_conn_qp_num(tm_dev_conn_t *conn)

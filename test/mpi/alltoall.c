@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 
     rt_end(&sum);
     RT_CHECK(sum.c[RT_RX_EXP] > 0, "no message matched in the device");
-    RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0 && sum.c[RT_RX_RNDV_UNEXP] > 0,
+    RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0 && rt_rndv_unexpected(&sum) > 0,
              "no unexpected eager or rendezvous message through rc_tm");
     RT_CHECK(rt_rndv_matched_in_device(&sum) > 0, "no rendezvous matched in "
              "the device");

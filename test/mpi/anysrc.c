@@ -169,7 +169,7 @@ int main(int argc, char **argv)
     rt_end(&sum);
     RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0, "no unexpected eager message "
              "through rc_tm (wildcard receives are matched in software)");
-    RT_CHECK(sum.c[RT_RX_RNDV_UNEXP] > 0, "no unexpected rendezvous through "
+    RT_CHECK(rt_rndv_unexpected(&sum) > 0, "no unexpected rendezvous through "
              "rc_tm");
     RT_CHECK(sum.c[RT_RX_EXP] + rt_rndv_matched_in_device(&sum) > 0,
              "no message matched in the device (phase 4 posts specific "

@@ -104,12 +104,12 @@ int main(int argc, char **argv)
              "eager messages through rc_tm, %llu were sent unexpected",
              (unsigned long long)sum.c[RT_RX_EAGER_UNEXP],
              (unsigned long long)all[0]);
-    RT_CHECK(sum.c[RT_RX_RNDV_UNEXP] >= all[1] / 2, "only %llu unexpected "
+    RT_CHECK(rt_rndv_unexpected(&sum) >= all[1] / 2, "only %llu unexpected "
              "rendezvous through rc_tm, %llu were sent unexpected",
-             (unsigned long long)sum.c[RT_RX_RNDV_UNEXP],
+             (unsigned long long)rt_rndv_unexpected(&sum),
              (unsigned long long)all[1]);
     RT_CHECK(sum.c[RT_RX_EXP] + sum.c[RT_RX_EAGER_UNEXP] +
-             sum.c[RT_RX_RNDV_UNEXP] + rt_rndv_matched_in_device(&sum) >=
+             rt_rndv_unexpected(&sum) + rt_rndv_matched_in_device(&sum) >=
              all[0] + all[1], "rc_tm received fewer messages than were sent");
     free(reqs);
     free(sbuf);

@@ -148,7 +148,7 @@ int main(int argc, char **argv)
     RT_CHECK(sum.c[RT_RX_EXP] > 0, "no eager message matched in the device");
     RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0, "no unexpected eager message "
              "through rc_tm");
-    RT_CHECK(sum.c[RT_RX_RNDV_UNEXP] > 0, "no unexpected rendezvous through "
+    RT_CHECK(rt_rndv_unexpected(&sum) > 0, "no unexpected rendezvous through "
              "rc_tm");
     RT_CHECK(rt_rndv_matched_in_device(&sum) > 0, "no rendezvous matched in "
              "the device");

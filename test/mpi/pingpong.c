@@ -156,8 +156,9 @@ int main(int argc, char **argv)
     RT_CHECK(sum.c[RT_RX_EXP] > 0, "no eager message matched in the device "
              "(RX_EXP = 0): tag offload not used");
     RT_CHECK(rt_rndv_matched_in_device(&sum) > 0, "no rendezvous matched in "
-             "the device (RX_RNDV_EXP = 0 and TX_RNDV <= RX_RNDV_UNEXP)");
-    RT_CHECK(sum.c[RT_TX_RNDV] > 0, "no rendezvous sent through rc_tm");
+             "the device (RX_RNDV_EXP = RX_RNDV_REQ_EXP = 0 and TX_RNDV <= "
+             "RX_RNDV_UNEXP)");
+    RT_CHECK(rt_rndv_sent(&sum) > 0, "no rendezvous sent through rc_tm");
     RT_CHECK(sum.c[RT_LIST_ADD] > 0, "no receive posted to the device");
     free(sbuf);
     free(rbuf);

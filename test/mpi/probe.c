@@ -165,7 +165,7 @@ int main(int argc, char **argv)
     rt_end(&sum);
     RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0, "no unexpected eager message "
              "through rc_tm");
-    RT_CHECK(sum.c[RT_RX_RNDV_UNEXP] > 0, "no unexpected rendezvous through "
+    RT_CHECK(rt_rndv_unexpected(&sum) > 0, "no unexpected rendezvous through "
              "rc_tm (probed rendezvous messages)");
     for (i = 0; i < NMSG; ++i) {
         free(sbuf[i]);

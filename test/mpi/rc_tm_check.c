@@ -181,13 +181,26 @@ int rt_named_total(const char *name, uint64_t *value)
 
 uint64_t rt_rndv_matched_in_device(const rt_counters_t *sum)
 {
-    if (sum->c[RT_RX_RNDV_EXP] > 0) {
-        return sum->c[RT_RX_RNDV_EXP];
+    uint64_t matched = sum->c[RT_RX_RNDV_EXP] + sum->c[RT_RX_RNDV_REQ_EXP];
+
+    if (matched > 0) {
+        return matched;
     }
     if (sum->c[RT_TX_RNDV] > sum->c[RT_RX_RNDV_UNEXP]) {
         return sum->c[RT_TX_RNDV] - sum->c[RT_RX_RNDV_UNEXP];
     }
     return 0;
+}
+
+uint64_t rt_rndv_unexpected(const rt_counters_t *sum)
+{
+    return sum->c[RT_RX_RNDV_UNEXP] + sum->c[RT_RX_RNDV_REQ_UNEXP];
+}
+
+uint64_t rt_rndv_sent(const rt_counters_t *sum)
+{
+    return sum->c[RT_TX_RNDV] + sum->c[RT_RX_RNDV_REQ_EXP] +
+           sum->c[RT_RX_RNDV_REQ_UNEXP];
 }
 
 /* xorshift-style pattern: depends on the seed and the byte offset, so that

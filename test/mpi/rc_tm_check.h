@@ -66,12 +66,22 @@ void rt_counters_print(const char *what, const rt_counters_t *c);
 /* Counter name */
 const char *rt_counter_name(int idx);
 
+/* A rendezvous through rc_tm is the device's own (TX_RNDV, RX_RNDV_*) or
+ * UCP's software one, whose request the device matches or finds unexpected
+ * (RX_RNDV_REQ_*) and whose data UCP reads over rc_tm: UCP's protocol v2
+ * (UCX 1.16 and later) sends plain and synchronous sends above its eager
+ * range that way, by its cost model.  Both take sums over all ranks. */
+
 /* Rendezvous messages the device matched to a posted receive.  The module
- * counts them in RX_RNDV_EXP if it does; if that counter stays 0 (the
- * module counts a device-matched rendezvous as RX_EXP), inferred from the
- * sender side: rendezvous sent less those that arrived unexpected.  Takes
- * sums over all ranks. */
+ * counts them in RX_RNDV_EXP and RX_RNDV_REQ_EXP if it does; if those stay
+ * 0 (the module counts a device-matched rendezvous as RX_EXP), inferred
+ * from the sender side: rendezvous sent less those that arrived
+ * unexpected. */
 uint64_t rt_rndv_matched_in_device(const rt_counters_t *sum);
+/* Rendezvous messages that arrived before their receive */
+uint64_t rt_rndv_unexpected(const rt_counters_t *sum);
+/* Rendezvous messages sent through rc_tm, of either kind */
+uint64_t rt_rndv_sent(const rt_counters_t *sum);
 
 /* After rt_end(): a counter of the module beyond the 13 above, by name,
  * summed over the ranks.  Returns 0 if the module has no such counter. */

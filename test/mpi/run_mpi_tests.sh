@@ -181,8 +181,10 @@ while read -r name np prog extra; do
             why="exit status $rc"
         elif [ "$prog" = mpi_overlap ]; then
             why=$(grep -v '^\[' "$log" | check_overlap_output /dev/stdin)
+            # UCX 1.13 logs an endpoint's lanes as "ep_cfg[1]: tag(...)",
+            # 1.18 and later as "... cfg#1 tag(...)"
             if [ -z "$why" ] && [ "$name" = overlap ] &&
-                ! grep -q 'ep_cfg\[[0-9]*\]: tag(rc_tm/' "$log"; then
+                ! grep -qE '(ep_cfg\[[0-9]*\]:|cfg#[0-9]*) tag\(rc_tm/' "$log"; then
                 why="UCX's log names no rc_tm endpoint for tagged messages"
             fi
             [ -z "$why" ] || why="output: $(echo "$why" | tr '\n' ';')"

@@ -114,7 +114,7 @@ int main(int argc, char **argv)
              "the device");
     RT_CHECK(sum.c[RT_RX_EAGER_UNEXP] > 0, "no unexpected eager message "
              "through rc_tm");
-    RT_CHECK(sum.c[RT_RX_RNDV_UNEXP] > 0 && rt_rndv_matched_in_device(&sum) > 0,
+    RT_CHECK(rt_rndv_unexpected(&sum) > 0 && rt_rndv_matched_in_device(&sum) > 0,
              "rendezvous synchronous sends did not go through rc_tm both "
              "ways (unexpected and matched in the device)");
     free(buf);

@@ -257,6 +257,15 @@ int tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
             (tm_verbs_gid_flid(&peer->gid) != 0));
 }
 
+/* As UCX's ib transports tell the same device (uct_ib_iface_is_same_device):
+ * the same link layer and GID, and on InfiniBand the same LID */
+int tm_verbs_peer_same_port(const tm_verbs_peer_t *a, const tm_verbs_peer_t *b)
+{
+    return (a->link_layer == b->link_layer) &&
+           (tm_verbs_is_eth(a->link_layer) || (a->lid == b->lid)) &&
+           (memcmp(a->gid.raw, b->gid.raw, sizeof(a->gid.raw)) == 0);
+}
+
 /* The LID a packet to the peer carries.  In another subnet the peer's own
  * LID means nothing to our switches: the routers take the peer's FLID (UCX
  * 1.16 and later: uct_ib_iface_resolve_remote_flid).  In our own subnet,

@@ -398,6 +398,8 @@ int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
     tm_verbs_peer_t peer;
     int ret;
 
+    conn->peer_known = 0;
+
     if ((tm_verbs_dev_addr_unpack(dev_addr, &peer_dev) != 0) ||
         (tm_verbs_conn_addr_unpack(conn_addr, &peer) != 0)) {
         tm_dev_debug("verbs: %s: connect to an address that is not a verbs "
@@ -419,11 +421,15 @@ int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
         return ret;
     }
 
+    conn->peer         = peer;
+    conn->peer_srq_num = TM_VERBS_NO_SRQ;
+    conn->peer_known   = 1;
     tm_dev_debug("verbs: %s: QPs 0x%x/0x%x connected to QPs 0x%x/0x%x",
                  tconn->dev->name, tconn->qp->qp_num, tconn->rx_qp->qp_num,
                  peer.tx.qpn, peer.rx.qpn);
     return 0;
 }
+
 
 
 /*
@@ -443,11 +449,19 @@ void tm_dev_srq_addr(tm_dev_srq_t *srq, void *addr)
     p[3] = (uint8_t)num;
 }
 
+static uint32_t tm_verbs_srq_addr_num(const void *srq_addr)
+{
+    const uint8_t *p = srq_addr;
+
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+           ((uint32_t)p[2] << 8) | p[3];
+}
+
 int tm_dev_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
                           const void *srq_addr)
 {
-    tm_verbs_dev_t *dev = tm_verbs_dev(tconn->dev);
-    const uint8_t *p    = srq_addr;
+    tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
+    tm_verbs_dev_t *dev   = tm_verbs_dev(tconn->dev);
     tm_verbs_peer_t peer;
     uint32_t num;
     int ret;
@@ -462,15 +476,44 @@ int tm_dev_connect_to_srq(tm_dev_conn_t *tconn, const void *dev_addr,
                                  &peer)) {
         return EHOSTUNREACH;
     }
-    num = ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-          ((uint32_t)p[2] << 8) | p[3];
+    num = tm_verbs_srq_addr_num(srq_addr);
     ret = softnic_dv_connect_qp_to_srq(tconn->qp, tconn->rx_qp, &peer.gid,
                                        num);
     if (ret != 0) {
         tm_dev_debug("verbs: %s: QP 0x%x to SRQ %u failed: %s",
                      tconn->dev->name, tconn->qp->qp_num, num, strerror(ret));
+        return ret;
     }
-    return ret;
+
+    conn->peer         = peer;
+    conn->peer_srq_num = num;
+    conn->peer_known   = 1;
+    return 0;
+}
+
+/* What our QPs were connected to (a NIC's QP holds the same: its path and
+ * the remote QP number, as ibv_query_qp gives them to UCX's rc transports) */
+int tm_dev_conn_is_connected(tm_dev_conn_t *tconn, const void *dev_addr,
+                             const void *conn_addr, const void *srq_addr)
+{
+    tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
+    tm_verbs_peer_t peer_dev, peer;
+
+    if (!conn->peer_known ||
+        (tm_verbs_dev_addr_unpack(dev_addr, &peer_dev) != 0) ||
+        !tm_verbs_peer_same_port(&conn->peer, &peer_dev)) {
+        return 0;
+    }
+    if (conn_addr != NULL) {
+        return (conn->peer_srq_num == TM_VERBS_NO_SRQ) &&
+               (tm_verbs_conn_addr_unpack(conn_addr, &peer) == 0) &&
+               (peer.tx.qpn == conn->peer.tx.qpn) &&
+               (peer.rx.qpn == conn->peer.rx.qpn);
+    }
+    if (srq_addr != NULL) {
+        return conn->peer_srq_num == tm_verbs_srq_addr_num(srq_addr);
+    }
+    return 1;
 }
 
 /* The connection an SRQ accepted (either of its QPs), wrapped once and kept

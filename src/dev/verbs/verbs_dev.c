@@ -545,6 +545,20 @@ int tm_dev_is_reachable(tm_dev_t *tdev, const void *dev_addr)
 }
 
 
+int tm_dev_addr_is_local(tm_dev_t *tdev, const void *dev_addr)
+{
+    tm_verbs_dev_t *dev    = tm_verbs_dev(tdev);
+    tm_verbs_peer_t local = {
+        .link_layer = dev->port_attr.link_layer,
+        .lid        = dev->port_attr.lid,
+        .gid        = dev->gid
+    };
+    tm_verbs_peer_t peer;
+
+    return (tm_verbs_dev_addr_unpack(dev_addr, &peer) == 0) &&
+           tm_verbs_peer_same_port(&local, &peer);
+}
+
 /*
  * Memory registration
  */

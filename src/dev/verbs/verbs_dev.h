@@ -137,10 +137,17 @@ typedef struct tm_verbs_dev {
 
 typedef struct tm_verbs_conn tm_verbs_conn_t;
 
+/* peer_srq_num of a connection to a peer's QPs */
+#define TM_VERBS_NO_SRQ  UINT32_MAX
+
 struct tm_verbs_conn {
     tm_dev_conn_t               super;      /* super.qp, super.rx_qp */
     int                         borrowed;   /* the SRQ's QPs (an accepted
                                                connection): not destroyed */
+    int                         peer_known; /* connected by us: to peer */
+    tm_verbs_peer_t             peer;       /* its device, and its QPs or
+                                               (peer_srq_num) its SRQ */
+    uint32_t                    peer_srq_num;
     tm_verbs_conn_t             *next;      /* the SRQ's borrowed ones */
 };
 
@@ -204,6 +211,8 @@ void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
                             const union ibv_gid *gid);
 /* 0, or EINVAL when addr is not a verbs device address */
 int  tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer);
+/* The two name the same port: its LID (InfiniBand) and its GID */
+int  tm_verbs_peer_same_port(const tm_verbs_peer_t *a, const tm_verbs_peer_t *b);
 
 void tm_verbs_conn_addr_pack(void *addr, enum ibv_mtu mtu, uint16_t lid,
                              const tm_verbs_qp_addr_t *tx,

@@ -5,8 +5,11 @@
 # version (the version guard test).
 noinst_LTLIBRARIES += src/uct/rc_tm/libuct_rc_tm_core.la
 src_uct_rc_tm_libuct_rc_tm_core_la_SOURCES = \
+	src/uct/rc_tm/rc_tm_compat.h \
+	src/uct/rc_tm/rc_tm_compat.c \
 	src/uct/rc_tm/rc_tm_md.h \
 	src/uct/rc_tm/rc_tm_md.c \
+	src/uct/rc_tm/rc_tm_mem.c \
 	src/uct/rc_tm/rc_tm_iface.h \
 	src/uct/rc_tm/rc_tm_iface.c \
 	src/uct/rc_tm/rc_tm_progress.c \

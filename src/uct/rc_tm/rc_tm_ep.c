@@ -236,7 +236,7 @@ ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
     struct ibv_tmh keepalive;
     ucs_status_t status;
 
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCT_RC_TM_EP_CHECK_PARAMS(flags, comp);
 
     if (ep->status != UCS_OK) {
         return UCS_OK;      /* failed already */
@@ -286,6 +286,18 @@ ucs_status_t uct_rc_tm_ep_connect_to_ep(uct_ep_h tl_ep,
 
     ep->connected = 1;
     return UCS_OK;
+}
+
+int uct_rc_tm_ep_is_connected_to(uct_ep_h tl_ep,
+                                 const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t *ep_addr)
+{
+    uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+
+    return ep->connected && (dev_addr != NULL) &&
+           tm_dev_conn_is_connected(ep->conn, dev_addr, ep_addr,
+                                    (ep_addr == NULL) ? iface_addr : NULL);
 }
 
 /* Both QPs of the connection lead to the endpoint: the peer's messages

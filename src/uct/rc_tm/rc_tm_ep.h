@@ -85,6 +85,12 @@ ucs_status_t uct_rc_tm_ep_get_address(uct_ep_h tl_ep, uct_ep_addr_t *addr);
 ucs_status_t uct_rc_tm_ep_connect_to_ep(uct_ep_h tl_ep,
                                         const uct_device_addr_t *dev_addr,
                                         const uct_ep_addr_t *ep_addr);
+/* Connected to the peer at dev_addr: to its endpoint at ep_addr, or (no
+ * ep_addr) to its interface at iface_addr, or to anything of its */
+int uct_rc_tm_ep_is_connected_to(uct_ep_h tl_ep,
+                                 const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t *ep_addr);
 
 ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                    const void *payload, unsigned length);

@@ -400,7 +400,6 @@ static ucs_status_t uct_rc_tm_ep_rma_zcopy(uct_rc_tm_ep_t *ep,
 
     status = uct_rc_tm_ep_send_sge(ep, opcode, iov->buffer,
                                    uct_iov_get_length(iov),
-                                   (iov->memh == UCT_MEM_HANDLE_NULL) ? 0 :
                                    uct_rc_tm_memh_lkey(iov->memh), 0, 0,
                                    remote_addr, rkey, op);
     if (ucs_unlikely(status != UCS_OK)) {

@@ -68,13 +68,13 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, promote_thresh),
      UCS_CONFIG_TYPE_UINT},
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
-                                  ucs_offsetof(uct_rc_tm_iface_config_t,
-                                               rx_mpool), ""),
+    UCT_RC_TM_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
+                                        ucs_offsetof(uct_rc_tm_iface_config_t,
+                                                     rx_mpool)),
 
-    UCT_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
-                                  ucs_offsetof(uct_rc_tm_iface_config_t,
-                                               tx_mpool), ""),
+    UCT_RC_TM_IFACE_MPOOL_CONFIG_FIELDS("TX_", -1, 128, "send",
+                                        ucs_offsetof(uct_rc_tm_iface_config_t,
+                                                     tx_mpool)),
 
     {NULL}
 };
@@ -273,13 +273,34 @@ static ucs_status_t uct_rc_tm_iface_get_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
+int uct_rc_tm_iface_reaches(uct_iface_h tl_iface,
+                            const uct_device_addr_t *dev_addr, int same_device)
+{
+    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+
+    if (dev_addr == NULL) {
+        return 0;
+    }
+    return same_device ? tm_dev_addr_is_local(iface->dev, dev_addr) :
+                         tm_dev_is_reachable(iface->dev, dev_addr);
+}
+
+const char *uct_rc_tm_iface_dev_name(uct_iface_h tl_iface)
+{
+    return ucs_derived_of(tl_iface, uct_rc_tm_iface_t)->dev->name;
+}
+
 static int uct_rc_tm_iface_is_reachable(const uct_iface_h tl_iface,
                                         const uct_device_addr_t *dev_addr,
                                         const uct_iface_addr_t *iface_addr)
 {
-    uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    return uct_rc_tm_iface_reaches(tl_iface, dev_addr, 0);
+}
 
-    return (dev_addr != NULL) && tm_dev_is_reachable(iface->dev, dev_addr);
+ucs_status_t uct_rc_tm_iface_estimate_perf(uct_iface_h tl_iface,
+                                           uct_perf_attr_t *perf_attr)
+{
+    return uct_base_iface_estimate_perf(tl_iface, perf_attr);
 }
 
 static ucs_status_t uct_rc_tm_iface_flush(uct_iface_h tl_iface, unsigned flags,
@@ -501,7 +522,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_tm_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              &uct_rc_tm_iface_internal_ops, tl_md, worker,
                               params, tl_config
                               UCS_STATS_ARG(params->stats_root)
                               UCS_STATS_ARG(UCT_RC_TM_NAME));

@@ -317,6 +317,13 @@ extern const char *uct_rc_tm_stat_names[];
 
 /* Receive path (rc_tm_iface.c, rc_tm_progress.c) */
 unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface);
+/* Reaches the peer at dev_addr; same_device: only this iface's own device
+ * (UCX's reachability scope "device") */
+int uct_rc_tm_iface_reaches(uct_iface_h tl_iface,
+                            const uct_device_addr_t *dev_addr, int same_device);
+const char *uct_rc_tm_iface_dev_name(uct_iface_h tl_iface);
+ucs_status_t uct_rc_tm_iface_estimate_perf(uct_iface_h tl_iface,
+                                           uct_perf_attr_t *perf_attr);
 uct_rc_tm_ep_t *uct_rc_tm_iface_lookup_ep(uct_rc_tm_iface_t *iface,
                                           uint32_t qp_num);
 void uct_rc_tm_iface_release_rx(uct_rc_tm_iface_t *iface, void *elem);

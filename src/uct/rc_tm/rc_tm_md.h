@@ -5,6 +5,8 @@
 #ifndef UCT_RC_TM_MD_H_
 #define UCT_RC_TM_MD_H_
 
+#include "rc_tm_compat.h"
+
 #include <dev/tm_dev.h>
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/list.h>
@@ -16,6 +18,9 @@
 #define UCT_RC_TM_CONFIG_PREFIX  "RC_TM_"
 /* Marks our packed rkeys, so a foreign rkey buffer is refused at unpack */
 #define UCT_RC_TM_RKEY_MAGIC     0x4d54u  /* "TM" */
+/* As UCX's ib md: cached regions are aligned to 16 bytes, not to the cache
+ * line, so a key reaches as little beyond its buffer as the cache allows */
+#define UCT_RC_TM_RCACHE_ALIGN   16
 
 extern uct_component_t uct_rc_tm_component;
 
@@ -32,7 +37,7 @@ typedef struct uct_rc_tm_md_config {
     unsigned                 soft_tm_max_sge;  /* soft device: scatter
                                                   entries of a list entry */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
-    uct_md_rcache_config_t   rcache;           /* UCX_RC_TM_RCACHE_* */
+    uct_rc_tm_rcache_config_t rcache;          /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;
 
 /* Counters of a memory domain.  Interfaces report them as their own
@@ -86,16 +91,61 @@ typedef struct uct_rc_tm_packed_rkey {
     uint32_t            rkey;
 } UCS_S_PACKED uct_rc_tm_packed_rkey_t;
 
+/* What an md reports, whatever form UCX asks it in (rc_tm_compat.c) */
+typedef struct uct_rc_tm_md_attr {
+    uint64_t                 flags;            /* UCT_MD_FLAG_* */
+    size_t                   max_reg;
+    uint64_t                 reg_mem_types;
+    uint64_t                 cache_mem_types;  /* UCP may cache our
+                                                  registrations */
+    uint64_t                 access_mem_types;
+    ucs_linear_func_t        reg_cost;
+    size_t                   rkey_packed_size;
+} uct_rc_tm_md_attr_t;
+
+extern ucs_config_field_t uct_rc_tm_md_config_table[];
+/* The md's ops, in the running UCX's form (rc_tm_compat.c) */
+extern uct_md_ops_t uct_rc_tm_md_ops;
+
 ucs_status_t uct_rc_tm_status_from_errno(int err);
 
+/* The memory domain (rc_tm_md.c) */
+ucs_status_t uct_rc_tm_query_md_resources(uct_component_t *component,
+                                          uct_md_resource_desc_t **resources_p,
+                                          unsigned *num_resources_p);
+ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
+                               const char *md_name,
+                               const uct_md_config_t *uct_md_config,
+                               uct_md_h *md_p);
+void uct_rc_tm_md_close(uct_md_h tl_md);
+void uct_rc_tm_md_attr(uct_md_h tl_md, uct_rc_tm_md_attr_t *attr);
+void uct_rc_tm_md_vfs_init(uct_md_h tl_md);
+
+/* Registration and keys (rc_tm_mem.c) */
+ucs_status_t uct_rc_tm_md_memh_init(uct_rc_tm_md_t *md);
+ucs_status_t uct_rc_tm_md_rcache_init(uct_rc_tm_md_t *md,
+                                      const uct_rc_tm_md_config_t *config);
+int uct_rc_tm_md_rcache_cleanup(uct_rc_tm_md_t *md);
+ucs_status_t uct_rc_tm_mem_reg(uct_md_h tl_md, void *address, size_t length,
+                               unsigned flags, uct_mem_h *memh_p);
+ucs_status_t uct_rc_tm_mem_dereg(uct_md_h tl_md,
+                                 const uct_md_mem_dereg_params_t *params);
+void uct_rc_tm_mkey_pack(uct_mem_h memh, void *rkey_buffer);
+ucs_status_t uct_rc_tm_rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey_p);
+int uct_rc_tm_rkey_compare(uct_rkey_t rkey1, uct_rkey_t rkey2);
+
+/* Keys of a handle; UCP passes no handle for an empty buffer (1.18 and
+ * later send empty messages as zero-copy), whose key the device never uses */
 static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_memh_lkey(uct_mem_h memh)
 {
-    return ((const uct_rc_tm_mem_t*)memh)->lkey;
+    return (memh == UCT_MEM_HANDLE_NULL) ? 0 :
+           ((const uct_rc_tm_mem_t*)memh)->lkey;
 }
 
 static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_memh_rkey(uct_mem_h memh)
 {
-    return ((const uct_rc_tm_mem_t*)memh)->rkey;
+    return (memh == UCT_MEM_HANDLE_NULL) ? 0 :
+           ((const uct_rc_tm_mem_t*)memh)->rkey;
 }
 
 /* Counters (rc_tm_counters.c): an md's start at 0 and count in the

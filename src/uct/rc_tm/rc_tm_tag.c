@@ -419,9 +419,9 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
         goto err;
     }
 
-    status = ucs_mpool_init(&iface->tm.recv_mp, 0, sizeof(uct_rc_tm_recv_t),
-                            0, UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
-                            &uct_rc_tm_recv_mpool_ops, "rc_tm_recv");
+    status = uct_rc_tm_mpool_init(&iface->tm.recv_mp, sizeof(uct_rc_tm_recv_t),
+                                  UCS_SYS_CACHE_LINE_SIZE, 256,
+                                  &uct_rc_tm_recv_mpool_ops, "rc_tm_recv");
     if (status != UCS_OK) {
         goto err_matcher;
     }

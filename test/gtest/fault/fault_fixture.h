@@ -8,6 +8,7 @@
 #define RC_TM_TEST_FAULT_FIXTURE_H_
 
 #include "../uct/uct_fixture.h"
+#include "../common/rc_tm_config.h"
 
 #include "../common/softnic_steer.h"
 #include "../common/tm_wire_msg.h"
@@ -257,8 +258,7 @@ protected:
         ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL,
                                              &config));
         for (const auto &kv : md_config) {
-            ASSERT_EQ(UCS_OK, uct_config_modify(config, kv.first.c_str(),
-                                                kv.second.c_str()));
+            ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, kv.first, kv.second));
         }
         ucs_status_t status = uct_md_open(m_component, "soft", config, &m_md);
         uct_config_release(config);

@@ -3,6 +3,7 @@
  * they are usable through UCX's public API.
  */
 #include <gtest/gtest.h>
+#include "../common/rc_tm_config.h"
 
 #include <uct/api/uct.h>
 
@@ -126,20 +127,20 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
     uct_md_config_t *config;
     uct_md_h md;
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_SIZE", "0"));
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "LIST_SIZE", "0"));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_md_open(m_component, m_md_name.c_str(), config, &md));
-    EXPECT_NE(UCS_OK, uct_config_modify(config, "LIST_SIZE", "many"));
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_SIZE", "1024"));
+    EXPECT_NE(UCS_OK, rc_tm_config_modify(config, "LIST_SIZE", "many"));
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "LIST_SIZE", "1024"));
     for (const char *ops : {"0", "inf"}) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_MAX_OPS", ops));
+        ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "LIST_MAX_OPS", ops));
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_md_open(m_component, m_md_name.c_str(), config, &md))
                 << "LIST_MAX_OPS=" << ops;
     }
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "LIST_MAX_OPS", "auto"));
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "LIST_MAX_OPS", "auto"));
     for (const char *sge : {"0", "3"}) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(config, "SOFT_TM_MAX_SGE", sge));
+        ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SOFT_TM_MAX_SGE", sge));
         EXPECT_EQ(UCS_ERR_INVALID_PARAM,
                   uct_md_open(m_component, m_md_name.c_str(), config, &md))
                 << "SOFT_TM_MAX_SGE=" << sge;
@@ -154,10 +155,10 @@ TEST_F(rc_tm_component, srq_of_fewer_than_33_buffers_is_refused)
     uct_md_config_t *config;
     uct_md_h md;
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "SRQ_DEPTH", "32"));
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", "32"));
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_md_open(m_component, m_md_name.c_str(), config, &md));
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "SRQ_DEPTH", "33"));
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", "33"));
     ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name.c_str(), config,
                                   &md));
     uct_md_close(md);

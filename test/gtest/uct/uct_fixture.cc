@@ -1,4 +1,5 @@
 #include "uct_fixture.h"
+#include "../common/rc_tm_config.h"
 
 #include <cstring>
 
@@ -220,8 +221,7 @@ void uct_fixture::TearDown()
 static void apply(void *config, const config_t &values)
 {
     for (const auto &kv : values) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(config, kv.first.c_str(),
-                                            kv.second.c_str()))
+        ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, kv.first, kv.second))
                 << kv.first << "=" << kv.second;
     }
 }
