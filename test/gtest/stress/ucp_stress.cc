@@ -255,6 +255,13 @@ void stress_peer::send_next(out_flow &f)
                                 UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send             = send_cb;
     param.user_data           = slot;
+    /* Every other send asks for fast completion: UCP's protocol v2 (UCX
+     * 1.16 and later) gives those, above its eager range, to the device's
+     * rendezvous and the others to its own (a request the device matches),
+     * so both rendezvous run; UCX 1.13 gives both to the device */
+    if (seq & 1) {
+        param.op_attr_mask   |= UCP_OP_ATTR_FLAG_FAST_CMPL;
+    }
     void *req = ucp_tag_send_nbx(f.ep, slot->buf, m.size,
                                  make_tag(f.id, m.value), &param);
     if (!UCS_PTR_IS_PTR(req)) {
