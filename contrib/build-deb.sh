@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the Debian package ucx-rc-tm from this tree (Debian 12), and
+# Build the Debian package ucx-rc-tm from this tree (Debian 12 or 13), and
 # optionally install it and check the installed module.
 #
 #   contrib/build-deb.sh [--test] [--install] [--verify]
@@ -64,7 +64,7 @@ build_package() {
     fi
     install_tools
 
-    local version ucx_deb tarball srcdir revision
+    local version ucx_deb tarball srcdir revision release
     version=$(sed -n 's/^PACKAGE_VERSION = //p' "$build/Makefile")
     ucx_deb=$(dpkg-query -W -f='${Version}' libucx0)
     [ -n "$version" ] || die "no PACKAGE_VERSION in $build/Makefile"
@@ -80,8 +80,10 @@ build_package() {
     cp -r "$top/contrib/debian" "$srcdir/debian"
     # The Debian revision names the UCX the module is bound to
     revision="1+ucx${ucx_deb%%-*}"
+    # The changelog names the machine's release (/etc/os-release)
+    release=$(. /etc/os-release && echo "${VERSION_CODENAME:-unstable}")
     cat > "$srcdir/debian/changelog" <<EOF
-$pkg ($version-$revision) bookworm; urgency=medium
+$pkg ($version-$revision) $release; urgency=medium
 
   * Built from rc_tm $version against libucx0 $ucx_deb.
 

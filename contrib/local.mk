@@ -24,6 +24,7 @@ CLEANFILES += contrib/rc_tm-env.sh contrib/rc_tm-run
 
 # Named one by one: the build tree has generated files in contrib/ too
 EXTRA_DIST += contrib/setup.sh contrib/build-deb.sh contrib/debian \
+	contrib/build-ucx.sh contrib/debian-root.sh \
 	contrib/rc_tm-env.sh.in contrib/rc_tm-run.in
 
 # UCX's module directory holds shared objects only: no libtool archive, so
