@@ -37,6 +37,8 @@
 #                    and LD_LIBRARY_PATH; no Debian package check)
 #   RC_TM_SANITIZERS which sanitizer builds 'check' adds: both (default),
 #                    asan, tsan or none
+#   RC_TM_CHECK_TESTS the programs 'make check' runs before the MPI tests
+#                    (its TESTS; default: all)
 #   RC_TM_DEPS, RC_TM_BUILD, RC_TM_BUILD_ASAN, RC_TM_BUILD_TSAN
 #                    where stamps and sources, the build, and the sanitizer
 #                    builds go (.deps/, build/, build-asan/, build-tsan/)
@@ -499,7 +501,9 @@ check_package() {
 run_check() {
     log "make check"
     local rc=0
-    make -C "$build" -j"$(nproc)" check || rc=$?
+    # shellcheck disable=SC2086
+    make -C "$build" -j"$(nproc)" check \
+        ${RC_TM_CHECK_TESTS:+TESTS="$RC_TM_CHECK_TESTS"} || rc=$?
     check_package || rc=$?
     # One closing line for whoever reads the log: test programs passed/failed
     local pass fail

@@ -431,7 +431,6 @@ int tm_dev_connect(tm_dev_conn_t *tconn, const void *dev_addr,
 }
 
 
-
 /*
  * Connections to a remote SRQ: the software NIC's extension
  */

@@ -109,15 +109,6 @@ uct_rc_tm_md_mem_reg(uct_md_h tl_md, void *address, size_t length,
                              memh_p);
 }
 
-static ucs_status_t
-uct_rc_tm_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh, void *address,
-                       size_t length, const uct_md_mkey_pack_params_t *params,
-                       void *rkey_buffer)
-{
-    uct_rc_tm_mkey_pack(memh, rkey_buffer);
-    return UCS_OK;
-}
-
 /* rc_tm exports no memory handles (no UCT_MD_FLAG_EXPORTED_MKEY) */
 static ucs_status_t
 uct_rc_tm_md_mem_attach(uct_md_h tl_md, const void *mkey_buffer,
@@ -148,15 +139,6 @@ static ucs_status_t uct_rc_tm_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
 
 #define uct_rc_tm_md_mem_reg  uct_rc_tm_mem_reg
 
-static ucs_status_t
-uct_rc_tm_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
-                       const uct_md_mkey_pack_params_t *params,
-                       void *rkey_buffer)
-{
-    uct_rc_tm_mkey_pack(memh, rkey_buffer);
-    return UCS_OK;
-}
-
 /* rc_tm connects no sockaddr */
 static int
 uct_rc_tm_md_is_sockaddr_accessible(uct_md_h tl_md,
@@ -166,6 +148,18 @@ uct_rc_tm_md_is_sockaddr_accessible(uct_md_h tl_md,
     return 0;
 }
 #endif
+
+static ucs_status_t
+uct_rc_tm_md_mkey_pack(uct_md_h tl_md, uct_mem_h memh,
+#if UCT_RC_TM_UCX_MKEY_PACK_ADDR
+                       void *address, size_t length,
+#endif
+                       const uct_md_mkey_pack_params_t *params,
+                       void *rkey_buffer)
+{
+    uct_rc_tm_mkey_pack(memh, rkey_buffer);
+    return UCS_OK;
+}
 
 /* rc_tm allocates no memory: it registers the user's */
 static ucs_status_t

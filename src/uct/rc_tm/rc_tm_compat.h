@@ -25,8 +25,8 @@
 #define UCT_RC_TM_UCX_AT_LEAST(_minor) \
     ((UCT_VERNO_MAJOR > 1) || (UCT_VERNO_MINOR >= (_minor)))
 
-/* 1.14: md ops v2 (query, mem_reg params, mkey_pack with the address, mem
- * attach), mpool params, ep_connect_to_ep_v2 */
+/* 1.14: md ops v2 (query, mem_reg params, mem_attach), mpool params,
+ * ep_connect_to_ep_v2 */
 #define UCT_RC_TM_UCX_MD_V2              UCT_RC_TM_UCX_AT_LEAST(14)
 /* 1.15: iface_is_reachable_v2 */
 #define UCT_RC_TM_UCX_REACHABLE_V2       UCT_RC_TM_UCX_AT_LEAST(15)
@@ -35,6 +35,8 @@
 #define UCT_RC_TM_UCX_UCS_RCACHE_CONFIG  UCT_RC_TM_UCX_AT_LEAST(16)
 #define UCT_RC_TM_UCX_RKEY_COMPARE       UCT_RC_TM_UCX_AT_LEAST(16)
 #define UCT_RC_TM_UCX_EP_IS_CONNECTED    UCT_RC_TM_UCX_AT_LEAST(16)
+/* 1.16: mkey_pack is given the address and length packed */
+#define UCT_RC_TM_UCX_MKEY_PACK_ADDR     UCT_RC_TM_UCX_AT_LEAST(16)
 /* 1.17: the cache aligns each lookup as asked (ucs_rcache_get) */
 #define UCT_RC_TM_UCX_RCACHE_GET_ALIGN   UCT_RC_TM_UCX_AT_LEAST(17)
 /* 1.18: the cache merges regions through an op */
