@@ -35,7 +35,11 @@ struct ucp_peer {
         p->error = status;
     }
 
-    /* UCP on rc_tm alone, keepalive every 100 ms */
+    /* UCP on rc_tm alone, keepalive every 100 ms, rendezvous from 64 KiB.
+     * With peer error handling UCP offloads no tags, and from UCX 1.16 it
+     * reads no rendezvous over an md without RMA invalidation; its cost
+     * model then sends even a megabyte as eager fragments, which complete
+     * once sent.  These tests are about a rendezvous: ask for one. */
     bool open()
     {
         ucp_config_t *config;
@@ -44,6 +48,7 @@ struct ucp_peer {
         }
         ucp_config_modify(config, "TLS", "rc_tm");
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", "0.1s");
+        ucp_config_modify(config, "RNDV_THRESH", "64k");
         ucp_params_t params = {};
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;
         params.features     = UCP_FEATURE_TAG;
@@ -172,6 +177,8 @@ TEST(rc_tm_fault_ucp, receiver_killed_during_a_rendezvous_send)
                (ucp_request_check_status(req) != UCS_INPROGRESS);
     })) << "the receiver did not see the request";
     ASSERT_EQ('u', token);
+    /* A rendezvous send cannot end before its receiver takes the data */
+    ASSERT_EQ(UCS_INPROGRESS, ucp_request_check_status(req));
     ASSERT_EQ(0, kill(pid, SIGKILL));
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
