@@ -294,7 +294,9 @@ static void uct_rc_tm_tag_data_done(uct_rc_tm_iface_t *iface,
 
 /* A software rendezvous request matched: the payload is the request.  A
  * peer whose requests are longer than ours (a larger max_inline) may have
- * left part of one in the spill segment: the receive fails. */
+ * left part of one in the spill segment: the receive fails.  Placed in a
+ * bounce segment, the request is given as inline data: without that flag
+ * UCT promises the header is in the receive's own buffer. */
 static void uct_rc_tm_tag_rndv_request_done(uct_rc_tm_iface_t *iface,
                                             uct_rc_tm_recv_t *recv,
                                             const tm_dev_wc_t *wc)
@@ -311,7 +313,8 @@ static void uct_rc_tm_tag_rndv_request_done(uct_rc_tm_iface_t *iface,
     if (uct_rc_tm_recv_release_ctx(iface, recv)) {
         recv->ctx->rndv_cb(recv->ctx, recv->stag,
                            uct_rc_tm_recv_dev_buffer(iface, recv), length,
-                           status, 0);
+                           status, (recv->bounce != NULL) ?
+                                   UCT_TAG_RECV_CB_INLINE_DATA : 0);
     }
     uct_rc_tm_recv_put(iface, recv);
 }
@@ -514,7 +517,9 @@ uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
     } else if (with_imm && (imm == 0)) {
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
         uct_rc_tm_recv_release_ctx(iface, recv);
-        recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK, 0);
+        /* the request is in the SRQ's buffer, not the receive's */
+        recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK,
+                           UCT_TAG_RECV_CB_INLINE_DATA);
         uct_rc_tm_recv_put(iface, recv);
     } else {
         memcpy(recv->buffer, tmh + 1, ucs_min(length, recv->length));

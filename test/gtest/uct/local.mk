@@ -8,6 +8,7 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/test_component.cc \
 	test/gtest/uct/test_am_rma.cc \
 	test/gtest/uct/test_tag.cc \
+	test/gtest/uct/test_tag_rndv_request.cc \
 	test/gtest/uct/test_overflow.cc \
 	test/gtest/uct/test_contract.cc \
 	test/gtest/uct/test_tx_moderation.cc \

@@ -107,6 +107,8 @@ static void tag_rndv(uct_tag_context_t *self, uct_tag_t stag,
     r->status = status;
     r->rndv_header.assign((const char*)header,
                           (const char*)header + header_length);
+    r->rndv_header_ptr = header;
+    r->rndv_flags      = flags;
 }
 
 tag_recv::tag_recv()

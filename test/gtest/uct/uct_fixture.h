@@ -147,6 +147,8 @@ struct tag_recv {
     size_t            length    = 0;
     ucs_status_t      status    = UCS_INPROGRESS;
     std::vector<char> rndv_header;
+    const void        *rndv_header_ptr = nullptr; /* as rndv_cb got it */
+    unsigned          rndv_flags       = 0;
 
     tag_recv();
     static tag_recv *from(uct_tag_context_t *ctx);
