@@ -510,6 +510,7 @@ run_check() {
     pass=$(sed -n 's/^# PASS: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     fail=$(sed -n 's/^# FAIL: *//p' "$build/test-suite.log" 2>/dev/null | head -1)
     echo "tests: ${pass:-0} passed, ${fail:-0} failed"
+    print_failed_logs "$build"
     print_stress_figures "$build"
     case $(sanitizers) in
         both) run_sanitizer_check || rc=$?; run_tsan_check || rc=$? ;;
@@ -526,6 +527,19 @@ sanitizers() {
         both|asan|tsan|none) echo "${RC_TM_SANITIZERS:-both}" ;;
         *) die "RC_TM_SANITIZERS=$RC_TM_SANITIZERS: use both, asan, tsan or none" ;;
     esac
+}
+
+# What each failed test program said, for a CI log that shows only this
+# output: its failure lines and its last lines
+print_failed_logs() { # build directory
+    local trs log
+    for trs in $(grep -rl '^:test-result: FAIL' "$1" --include='*.trs' 2>/dev/null); do
+        log=${trs%.trs}.log
+        echo "=== failed: ${log#"$1"/}"
+        grep -E -m 40 'Failure|FAILED|FAIL:|Expected|Which is|actual|Value of|ERROR' "$log" || true
+        echo "--- its last lines:"
+        tail -n 30 "$log"
+    done
 }
 
 # The stress test's figures (seed, messages, time, rate) for the log
@@ -547,6 +561,7 @@ run_gtest_build_check() {
     pass=$(sed -n 's/^# PASS: *//p' "$dir/test-suite.log" 2>/dev/null | head -1)
     fail=$(sed -n 's/^# FAIL: *//p' "$dir/test-suite.log" 2>/dev/null | head -1)
     echo "tests under $what: ${pass:-0} passed, ${fail:-0} failed"
+    print_failed_logs "$dir"
     print_stress_figures "$dir"
     return $rc
 }

@@ -32,7 +32,8 @@
  * completed, with no flush: a send that completed must reach the
  * receiver without the sender's help (test/bench/deep_queue_burst.sh).
  *
- * Two processes, forked once before UCX is touched.  Each opens one UCP
+ * Two processes: the sender is this program run again (fork, then exec),
+ * so it starts with no state of the receiver's.  Each opens one UCP
  * context per transport (UCX_TLS set to it) and keeps it for the whole run,
  * as an application does, so the figures hold no start-up costs: one
  * untimed round per transport warms them, and the receive buffers are
@@ -49,6 +50,13 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Set in the sender's environment: the socket to the receiver.  A child
+ * that only forked would inherit the UCX libraries' state at the fork,
+ * locks included; UCX 1.18's VFS thread, which its library starts when
+ * loaded, holds UCM's memory-event lock while it maps its first memory, and
+ * a child forked then hangs in its first registration cache. */
+#define SENDER_FD_ENV "UCP_DEEP_QUEUE_SENDER_FD"
 
 #define PRIME_TAG    (1ull << 62)
 #define MAX_ADDR     4096
@@ -377,9 +385,28 @@ static void print_table(double *t, char **ns, size_t nn, char **tls,
     }
 }
 
+/* The sender's process: connect each transport, then send as told */
+static void run_sender(char **tls, size_t ntl, int fd, size_t max_n,
+                       size_t size)
+{
+    peer_t peers[MAX_TLS];
+    size_t j;
+
+    other_pid       = getppid();
+    other_is_parent = 1;
+    for (j = 0; j < ntl; ++j) {
+        peer_open(&peers[j], tls[j], fd);
+        prime(&peers[j], 1, size);
+    }
+    sender(peers, fd, max_n, size);
+    for (j = 0; j < ntl; ++j) {
+        peer_close(&peers[j]);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    char ns_arg[256]  = "1024,16384,65536";
+    char ns_arg[256]  = "1024,16384,65536", fd_arg[16];
     char tls_arg[256] = "rc_tm,posix";
     size_t size = 1024, reps = 5, max_n = 0, nn, ntl, n, i, j, r;
     command_t quit = { .tl = -1, .n = 0 };
@@ -422,25 +449,25 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (getenv(SENDER_FD_ENV) != NULL) {
+        run_sender(tls, ntl, atoi(getenv(SENDER_FD_ENV)), max_n, size);
+        return 0;
+    }
+
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
         perror("socketpair");
         return 1;
     }
-    other_pid = getpid();
-    pid       = fork();
+    snprintf(fd_arg, sizeof(fd_arg), "%d", fds[1]);
+    setenv(SENDER_FD_ENV, fd_arg, 1);
+    pid = fork();
     if (pid == 0) {
-        other_is_parent = 1;
         close(fds[0]);
-        for (j = 0; j < ntl; ++j) {
-            peer_open(&peers[j], tls[j], fds[1]);
-            prime(&peers[j], 1, size);
-        }
-        sender(peers, fds[1], max_n, size);
-        for (j = 0; j < ntl; ++j) {
-            peer_close(&peers[j]);
-        }
-        _exit(0);
+        execv("/proc/self/exe", argv);
+        perror("ucp_deep_queue: exec");
+        _exit(127);
     }
+    unsetenv(SENDER_FD_ENV);
     close(fds[1]);
     other_pid = pid;
 
