@@ -1,7 +1,8 @@
 /*
  * Verbs backend, the parts that need no device: what a device can do (its
- * attributes clamped into limits, then capabilities) and what addresses
- * say (packing, unpacking, reachability).  The unit test checks them
+ * attributes clamped into limits, then capabilities), what addresses say
+ * (packing, unpacking, reachability), the P_Key UCX would choose, and what
+ * mlx5's send queues take.  The unit test checks them
  * without a NIC.
  */
 #include "verbs_dev.h"

@@ -337,11 +337,18 @@ static int tm_verbs_pkey_init(tm_verbs_dev_t *dev)
     ret = tm_verbs_pkey_select(table, len, dev->pkey_want, &dev->pkey_index,
                                &dev->pkey);
     free(table);
-    if (ret != 0) {
-        tm_dev_error("verbs: %s port %u: no P_Key to use (%s%x)",
+    if (ret == EINVAL) {
+        tm_dev_error("verbs: %s: partition 0x%x is beyond 0x7fff",
+                     dev->super.name, dev->pkey_want & ~TM_DEV_ATTR_SET);
+        return ret;
+    } else if ((ret != 0) && (dev->pkey_want & TM_DEV_ATTR_SET)) {
+        tm_dev_error("verbs: %s port %u: no P_Key of partition 0x%x",
                      dev->super.name, dev->port_num,
-                     (dev->pkey_want & TM_DEV_ATTR_SET) ? "asked partition 0x" :
-                     "any partition", dev->pkey_want & ~TM_DEV_ATTR_SET);
+                     dev->pkey_want & ~TM_DEV_ATTR_SET);
+        return ret;
+    } else if (ret != 0) {
+        tm_dev_error("verbs: %s port %u: no valid P_Key in its table of %u",
+                     dev->super.name, dev->port_num, len);
         return ret;
     }
     tm_dev_debug("verbs: %s port %u: P_Key 0x%x at index %u", dev->super.name,
