@@ -11,8 +11,9 @@
  * violation is counted, never answered).  On RC the requester then runs
  * out of retries: its first request completes with IBV_WC_RETRY_EXC_ERR
  * and the QP goes to the error state.  The software NIC decides the match
- * when the QP goes to RTR and collapses the retries: the failure comes at
- * the first push, not after retry_cnt timeouts.  Connections to a remote
+ * when the QP goes to RTR (not again when a table changes under a
+ * connected QP, as a NIC would at every packet) and collapses the retries:
+ * the failure comes at the first push, not after retry_cnt timeouts.  Connections to a remote
  * SRQ (the extension, not mlx5's) take no P_Key check.
  */
 #ifndef SOFTNIC_PORT_H_
