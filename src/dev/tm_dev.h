@@ -72,7 +72,17 @@ typedef struct tm_dev_attr {
     uint32_t            max_send_wr;        /* per connection */
     uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
     uint32_t            soft_tm_max_sge;    /* tm_caps.max_sge: 1 or 2 */
+    uint32_t            pkey;               /* 0: the port's first P_Key of
+                                               full membership (UCX's
+                                               UCX_IB_PKEY=auto); else
+                                               TM_DEV_ATTR_SET | partition */
+    uint32_t            sl;                 /* 0: SL 0 (UCX's SL=auto
+                                               without adaptive routing);
+                                               else TM_DEV_ATTR_SET | SL */
 } tm_dev_attr_t;
+
+/* tm_dev_attr_t::pkey and sl: a value the user set (0 is "auto") */
+#define TM_DEV_ATTR_SET         (1u << 16)
 
 /* tm_dev_attr_t::soft_progress: where the software NIC does its work (a
  * NIC has its own engine) */

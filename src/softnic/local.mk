@@ -9,6 +9,8 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_int.h \
 	src/softnic/softnic_engine.h \
 	src/softnic/softnic_ring.h \
+	src/softnic/softnic_port.h \
+	src/softnic/softnic_port.c \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
 	src/softnic/softnic_rdma.c \

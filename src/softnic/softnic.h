@@ -16,7 +16,7 @@
  *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
  *  - for each verb libibverbs exports (device list, open and close, PD, MR,
  *    QP create / modify / query / destroy, CQ and SRQ destroy, GID
- *    queries) there is a softnic_<verb> below with the same signature: the
+ *    and P_Key queries) there is a softnic_<verb> below with the same signature: the
  *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.
  *
@@ -31,6 +31,10 @@
  * ibv_create_srq_ex fails with EINVAL as on mlx5, whose TM-SRQ has an
  * internal command QP that the kernel refuses to connect without a GRH on
  * an Ethernet port.  Other objects work as on InfiniBand.
+ *
+ * SOFTNIC_PKEY_TABLE, also read at open, sets port 1's P_Key table
+ * ("0x7fff,0xffff": keys in index order; default "0xffff"), whose
+ * membership rules connected QPs obey (softnic_port.h).
  *
  * Extensions, for the software NIC only (as mlx5dv extends verbs for
  * mlx5): a QP connected to a remote TM-SRQ without the remote software,
@@ -71,6 +75,8 @@ int softnic_query_gid(struct ibv_context *context, uint8_t port_num,
 int softnic_query_gid_ex(struct ibv_context *context, uint32_t port_num,
                          uint32_t gid_index, struct ibv_gid_entry *entry,
                          uint32_t flags, size_t entry_size);
+int softnic_query_pkey(struct ibv_context *context, uint8_t port_num,
+                       int index, __be16 *pkey);
 struct ibv_pd *softnic_alloc_pd(struct ibv_context *context);
 int softnic_dealloc_pd(struct ibv_pd *pd);
 struct ibv_mr *softnic_reg_mr(struct ibv_pd *pd, void *addr, size_t length,

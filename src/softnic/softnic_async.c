@@ -1,7 +1,8 @@
 /*
  * Software NIC: asynchronous events.
  *
- * The one event the NIC raises is IBV_EVENT_QP_LAST_WQE_REACHED: a QP
+ * Besides the port's events (softnic_port.c), the one event the NIC
+ * raises is IBV_EVENT_QP_LAST_WQE_REACHED: a QP
  * attached to an SRQ (all of ours are) that entered the error state will
  * take nothing more from the SRQ, and every completion of what it took is
  * on the CQs.  On a NIC the event comes after the state change, once the
@@ -58,6 +59,10 @@ int softnic_get_async_event(struct ibv_context *context,
     sn_qp_t *qp;
 
     sn_ctx_lock(ctx);           /* the engine raises them */
+    if (sn_port_event_get(ctx, event)) {    /* nothing to acknowledge */
+        sn_ctx_unlock(ctx);
+        return 0;
+    }
     if (sn_list_empty(&ctx->events)) {
         sn_ctx_unlock(ctx);
         errno = EAGAIN;

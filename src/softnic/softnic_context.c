@@ -1,7 +1,8 @@
 /*
  * Software NIC: the device, its context and port, GIDs, protection
  * domains, and the settings of the extensions (softnic_dv_query/set_attr).
- * The port's link layer is read from SOFTNIC_LINK_LAYER at open (softnic.h).
+ * The port's link layer is read from SOFTNIC_LINK_LAYER at open (softnic.h);
+ * its other attributes are softnic_port.c's.
  *
  * One device, "soft".  An opened device creates its segment in shared
  * memory (the registration table peers check keys against, its doorbell)
@@ -185,7 +186,7 @@ static int sn_query_device_ex(struct ibv_context *context,
     a.orig_attr.max_srq             = 1 << 24;
     a.orig_attr.max_srq_wr          = SN_MAX_SRQ_WR;
     a.orig_attr.max_srq_sge         = 1;
-    a.orig_attr.max_pkeys           = 1;
+    a.orig_attr.max_pkeys           = ctx->port.npkeys;
     a.orig_attr.phys_port_cnt       = 1;
     a.tm_caps.max_rndv_hdr_size     = ctx->attr.max_rndv_hdr_size;
     a.tm_caps.max_num_tags          = SN_MAX_NUM_TAGS;
@@ -195,33 +196,6 @@ static int sn_query_device_ex(struct ibv_context *context,
     memcpy(attr, &a, (attr_size < sizeof(a)) ? attr_size : sizeof(a));
     return 0;
 }
-
-static int sn_query_port(struct ibv_context *context, uint8_t port_num,
-                         struct ibv_port_attr *port_attr, size_t port_attr_len)
-{
-    struct ibv_port_attr a;
-
-    if (port_num != 1) {
-        return EINVAL;
-    }
-    memset(&a, 0, sizeof(a));
-    a.state        = IBV_PORT_ACTIVE;
-    a.max_mtu      = IBV_MTU_4096;
-    a.active_mtu   = IBV_MTU_4096;
-    a.gid_tbl_len  = 1;
-    a.max_msg_sz   = SN_MAX_MSG_SIZE;
-    a.pkey_tbl_len = 1;
-    a.lid          = 0;
-    a.link_layer   = sn_ctx(context)->link_layer;
-    a.flags        = IBV_QPF_GRH_REQUIRED; /* the GID names the peer */
-    a.phys_state   = 5;                    /* LinkUp */
-    a.active_width = 1;
-    a.active_speed = 1;
-    memcpy(port_attr, &a,
-           (port_attr_len < sizeof(a)) ? port_attr_len : sizeof(a));
-    return 0;
-}
-
 
 /* ---- the link layer (SOFTNIC_LINK_LAYER) ---- */
 
@@ -470,7 +444,7 @@ static void sn_context_init_ops(sn_context_t *ctx)
     vctx->context.ops.post_srq_recv = sn_post_srq_recv;
     vctx->context.ops.poll_cq       = sn_poll_cq;
     vctx->context.ops.req_notify_cq = sn_req_notify_cq;
-    vctx->query_port                = sn_query_port;
+    vctx->query_port                = sn_port_query;
     vctx->query_device_ex           = sn_query_device_ex;
     vctx->create_cq_ex              = sn_create_cq_ex;
     vctx->create_srq_ex             = sn_ctx_create_srq_ex;
@@ -522,6 +496,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->rng                    = 1;
     ctx->next_srq_num           = 1;
     ctx->link_layer             = sn_env_link_layer();
+    sn_port_init(&ctx->port);
     sn_list_init(&ctx->peers);
     sn_list_init(&ctx->cqs);
     sn_list_init(&ctx->qps);

@@ -39,6 +39,7 @@
 #define SOFTNIC_INT_H_
 
 #include "softnic.h"
+#include "softnic_port.h"
 #include "softnic_test.h"
 #include "softnic_wire.h"
 
@@ -88,8 +89,7 @@
  * for one as IBV_WC_LOC_LEN_ERR on the entry's wr_id */
 #define SN_INLINE_SCATTER      64
 
-/* A freed registration slot is reused only once this many wait behind it
- * (FIFO); until then registrations take never-used slots */
+/* A freed registration slot is reused once this many wait behind it (FIFO) */
 #define SN_MR_REUSE_MIN        4096
 
 /* How often a QP waiting on its peer checks that the peer lives */
@@ -98,12 +98,10 @@
  * pushed for this long (softnic_pull.c): one that polls pushes it faster */
 #define SN_PULL_IDLE_NS        (50ull * 1000)
 
-/* Messages of one QP the responder takes in a row before it looks at the
- * next QP (sn_srq_run_arrivals) */
+/* Messages of one QP taken in a row (sn_srq_run_arrivals) */
 #define SN_ARRIVAL_BURST       16
 
-/* GID: subnet prefix {0xfd, 'S', host id, user}; interface id {pid,
- * device number, 'S', version} */
+/* GID: prefix {0xfd, 'S', host id, user}; id {pid, device, 'S', version} */
 #define SN_GID_MARK            0x53
 
 
@@ -206,9 +204,10 @@ struct sn_context {
     softnic_mode_t     mode;
     softnic_order_t    order;
     uint64_t           rng;
-    /* port 1's link layer (SOFTNIC_LINK_LAYER, read at open): on Ethernet
-     * a TM-SRQ cannot be created, as on mlx5 */
+    /* port 1: its link layer (SOFTNIC_LINK_LAYER, read at open: on
+     * Ethernet no TM-SRQ), LID, MTU, P_Keys (softnic_port.h) */
     uint8_t            link_layer;
+    sn_port_t          port;
     /* the engine (softnic_engine.c): where the device's work runs */
     uint32_t           progress;     /* SOFTNIC_PROGRESS_INLINE / THREAD */
     bool               threaded;     /* an engine runs: verbs take lock */
@@ -466,6 +465,7 @@ struct sn_qp {
     bool               rx_only;      /* no send queue: the NIC does
                                         rendezvous on it */
     bool               passive;      /* accepted by our SRQ, owned by it */
+    bool               pkey_drop;    /* the responder drops our packets */
     sn_qp_t            *partner;     /* the other QP of an accepted pair */
     /* inbound: our segment, consumed by our SRQ */
     sn_shm_t           in_shm;

@@ -4,7 +4,8 @@
  * An RC QP receives through its TM-SRQ (every QP has one) and owns its
  * inbound ring, a shared-memory segment named by its QP number that the
  * peer writes into.  It is set up as on a NIC:
- *   RESET -> INIT   port, access flags;
+ *   RESET -> INIT   port, access flags, P_Key index (below the port's
+ *                   table: softnic_port.h);
  *   INIT  -> RTR    the peer's address (the GID of the GRH, which names its
  *                   device) and QP number: the QP maps the peer's inbound
  *                   ring and becomes its producer; messages that arrive
@@ -214,6 +215,27 @@ static int sn_qp_init_attr_check(struct ibv_qp_init_attr *attr)
     return 0;
 }
 
+/*
+ * The inline size rdma-core's mlx5 grants (mlx5_calc_sq_size): an RC WQE
+ * is 192 bytes of segments (control, UMR control, mkey context, KLMs: the
+ * largest operation it may carry) plus the larger of the gather list and
+ * the inline segment (4 bytes, then the data in 16-byte units), rounded up
+ * to 64-byte blocks; the data may then fill the WQE.  So 64 asked gives
+ * 124.  A QP without a send queue keeps what was asked.
+ */
+static uint32_t sn_qp_inline_grant(const struct ibv_qp_cap *cap)
+{
+    uint32_t gather = 192 + (cap->max_send_sge * 16);
+    uint32_t inl    = cap->max_inline_data ?
+                      192 + ((4 + cap->max_inline_data + 15) & ~15u) : 0;
+    uint32_t wqe    = ((gather > inl ? gather : inl) + 63) & ~63u;
+
+    if (cap->max_send_wr == 0) {
+        return cap->max_inline_data;
+    }
+    return (wqe - 192 - 4 < SN_MAX_INLINE) ? wqe - 192 - 4 : SN_MAX_INLINE;
+}
+
 struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
                                  struct ibv_qp_init_attr *attr)
 {
@@ -233,6 +255,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         errno = ENOMEM;
         return NULL;
     }
+    qp->attr.cap.max_inline_data = sn_qp_inline_grant(&attr->cap);
     qp->ibv.pd         = pd;
     qp->ibv.recv_cq    = attr->recv_cq;
     qp->ibv.qp_context = attr->qp_context;
@@ -244,6 +267,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         return NULL;
     }
     sn_qp_set_in(qp);
+    sn_qp_pkey_publish(qp);     /* index 0 until INIT says */
     sn_ctx_lock(ctx);
     sn_qp_link(ctx, qp);
     sn_ctx_unlock(ctx);
@@ -430,7 +454,8 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
     if (qp->passive || (required < 0) ||
         ((attr_mask & required) != required) ||
         ((attr_mask & IBV_QP_PORT) && (attr->port_num != 1)) ||
-        ((attr_mask & IBV_QP_PKEY_INDEX) && (attr->pkey_index != 0)) ||
+        ((attr_mask & IBV_QP_PKEY_INDEX) &&
+         (attr->pkey_index >= sn_qp_ctx(qp)->port.npkeys)) ||
         ((attr_mask & IBV_QP_CUR_STATE) && (attr->cur_qp_state != from))) {
         return EINVAL;
     }
@@ -440,11 +465,16 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
         if (ret != 0) {
             return ret;
         }
+        sn_qp_pkey_judge(qp, (attr_mask & IBV_QP_PKEY_INDEX) ?
+                             attr->pkey_index : qp->attr.pkey_index);
     } else if ((to == IBV_QPS_ERR) && (from != IBV_QPS_ERR)) {
         sn_qp_set_error(qp);
         sn_qp_fail_from(qp, qp->sq_head, IBV_WC_WR_FLUSH_ERR);
     }
     sn_qp_attr_save(qp, attr, attr_mask);
+    if (attr_mask & IBV_QP_PKEY_INDEX) {
+        sn_qp_pkey_publish(qp);
+    }
     qp->ibv.state = to;
     if (to == IBV_QPS_RTR) {
         /* parked before it took anything: what waits for RTR is taken */

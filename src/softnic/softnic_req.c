@@ -226,6 +226,10 @@ static void sn_qp_push_wire(sn_qp_t *qp)
  * peer's device, which takes it if we stop polling (softnic_pull.c) */
 void sn_qp_push(sn_qp_t *qp)
 {
+    if (sn_unlikely(qp->pkey_drop)) {
+        sn_qp_pkey_dropped(qp);
+        return;
+    }
     if (sn_unlikely(qp->offered)) {
         if (sn_qp_backlog_begin(qp)) {
             sn_qp_push_wire(qp);
@@ -318,7 +322,7 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
     wqe->inline_len = 0;
     wqe->num_sge    = 0;
     if (wr->send_flags & IBV_SEND_INLINE) {
-        if (len > SN_MAX_INLINE) {
+        if (len > qp->attr.cap.max_inline_data) {  /* what it granted */
             return EINVAL;
         }
         for (i = 0, dst = wqe->inline_data; i < wr->num_sge; ++i) {
@@ -353,7 +357,7 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
 
     if (((wr->opcode != IBV_WR_SEND) && (wr->opcode != IBV_WR_SEND_WITH_IMM)) ||
         !(wr->send_flags & IBV_SEND_INLINE) ||
-        (qp->ibv.state != IBV_QPS_RTS) ||
+        (qp->ibv.state != IBV_QPS_RTS) || qp->pkey_drop ||
         (qp->sq_sent != qp->sq_tail) || (qp->fin_count != 0) ||
         (wr->num_sge < 0) || (wr->num_sge > SN_MAX_SGE)) {
         return false;
@@ -361,7 +365,7 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
     for (i = 0; i < wr->num_sge; ++i) {
         len += wr->sg_list[i].length;
     }
-    if ((len > SN_MAX_INLINE) || (len > qp->max_send_size)) {
+    if ((len > qp->attr.cap.max_inline_data) || (len > qp->max_send_size)) {
         return false;                   /* sn_wqe_fill() reports it */
     }
     rec = sn_ring_reserve(qp, (uint32_t)len);

@@ -159,6 +159,22 @@ void softnic_test_drop_wakes(struct ibv_context *context, int drop);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
 
+/* What a subnet manager sets on port 1: its LID, active MTU and (npkeys
+ * non-zero) P_Key table, host order */
+typedef struct softnic_test_port {
+    uint16_t     lid;
+    enum ibv_mtu mtu;
+    uint16_t     pkeys[16];
+    unsigned     npkeys;
+} softnic_test_port_t;
+
+/* Sets port 1 so and raises event (IBV_EVENT_LID_CHANGE, PORT_ACTIVE,
+ * PKEY_CHANGE ...) for ibv_get_async_event; connected QPs keep their
+ * P_Key index.  0, ENOSPC (8 events unread) or EINVAL. */
+int  softnic_test_port_event(struct ibv_context *context,
+                             const softnic_test_port_t *attr,
+                             enum ibv_event_type event);
+
 /* Shared-memory object name prefix of this process ("/dev/shm/<prefix>*") */
 void softnic_test_shm_prefix(char *buf, size_t len);
 

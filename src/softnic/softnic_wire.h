@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             11u           /* 11: a ring's backlog
-                                                line (softnic_pull.c) */
+#define SN_VERSION             12u           /* 12: a ring's P_Key
+                                                (softnic_port.h) */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -208,6 +208,8 @@ typedef struct sn_ring_ctl {
     sn_proc_id_t     producer;
     _Atomic uint32_t parked;    /* 0, or 1 + the consumer's wake slot of
                                    the ring */
+    _Atomic uint32_t pkey;      /* the consumer QP's P_Key (its port's
+                                   table at its index) */
     uint8_t          pad0[SN_CACHE_LINE];
     _Atomic uint64_t head SN_ALIGNED;     /* written by the consumer */
     uint8_t          pad1[SN_CACHE_LINE];

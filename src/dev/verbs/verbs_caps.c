@@ -1,7 +1,8 @@
 /*
  * Verbs backend, the parts that need no device: what a device can do (its
- * attributes clamped into limits, then capabilities) and what addresses
- * say (packing, unpacking, reachability).  The unit test checks them
+ * attributes clamped into limits, then capabilities), what addresses say
+ * (packing, unpacking, reachability), the P_Key UCX would choose, and what
+ * mlx5's send queues take.  The unit test checks them
  * without a NIC.
  */
 #include "verbs_dev.h"
@@ -144,7 +145,7 @@ static uint32_t tm_verbs_get32(const uint8_t *p)
 }
 
 void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
-                            const union ibv_gid *gid)
+                            const union ibv_gid *gid, uint16_t pkey)
 {
     tm_verbs_dev_addr_t packed;
 
@@ -152,6 +153,7 @@ void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
     packed.link_layer = link_layer;
     tm_verbs_put16(packed.lid, lid);
     memcpy(packed.gid, gid->raw, sizeof(packed.gid));
+    tm_verbs_put16(packed.pkey, pkey);
     memcpy(addr, &packed, sizeof(packed));
 }
 
@@ -167,6 +169,7 @@ int tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer)
     memset(peer, 0, sizeof(*peer));
     peer->link_layer = packed.link_layer;
     peer->lid        = tm_verbs_get16(packed.lid);
+    peer->pkey       = tm_verbs_get16(packed.pkey);
     memcpy(peer->gid.raw, packed.gid, sizeof(packed.gid));
     return 0;
 }
@@ -294,6 +297,7 @@ void tm_verbs_ah_attr_fill(const tm_verbs_local_t *local,
 
     memset(ah, 0, sizeof(*ah));
     ah->port_num = local->port_num;
+    ah->sl       = local->sl;
     ah->dlid     = tm_verbs_peer_dlid(local, peer);
     if (global) {
         ah->is_global      = 1;
@@ -304,3 +308,93 @@ void tm_verbs_ah_attr_fill(const tm_verbs_local_t *local,
 }
 
 
+
+
+/*
+ * Partitions
+ */
+int tm_verbs_pkey_select(const uint16_t *table, unsigned len, uint32_t want,
+                         uint16_t *index, uint16_t *pkey)
+{
+    int any       = !(want & TM_DEV_ATTR_SET);
+    int limited   = -1;
+    uint16_t part = (uint16_t)want;
+    unsigned i;
+
+    if (!any && ((want & ~TM_DEV_ATTR_SET) > TM_VERBS_PKEY_PARTITION)) {
+        return EINVAL;
+    }
+    for (i = 0; i < len; ++i) {
+        if ((table[i] & TM_VERBS_PKEY_PARTITION) == 0) {
+            continue;       /* empty (0), or invalid (0x8000) */
+        }
+        if (!any && ((table[i] & TM_VERBS_PKEY_PARTITION) != part)) {
+            continue;
+        }
+        if (table[i] & TM_VERBS_PKEY_FULL) {
+            *index = (uint16_t)i;
+            *pkey  = table[i];
+            return 0;
+        }
+        if (limited < 0) {
+            limited = (int)i;
+        }
+    }
+    if (limited < 0) {
+        return ENOENT;
+    }
+    *index = (uint16_t)limited;
+    *pkey  = table[limited];
+    return 0;
+}
+
+int tm_verbs_pkey_reachable(uint16_t a, uint16_t b)
+{
+    return ((a | b) & TM_VERBS_PKEY_FULL) &&
+           !((a ^ b) & TM_VERBS_PKEY_PARTITION);
+}
+
+
+/*
+ * Memory: what rdma-core's mlx5 allocates for a send queue
+ */
+static uint32_t tm_verbs_align(uint32_t value, uint32_t to)
+{
+    return (value + to - 1) & ~(to - 1);
+}
+
+static uint64_t tm_verbs_roundup_pow2(uint64_t value)
+{
+    uint64_t pow2 = 1;
+
+    while (pow2 < value) {
+        pow2 <<= 1;
+    }
+    return pow2;
+}
+
+int tm_verbs_mlx5_sq_size(uint32_t max_wr, uint32_t max_sge,
+                          uint32_t max_inline, uint32_t max_desc,
+                          tm_verbs_mlx5_sq_t *sq)
+{
+    uint32_t gather = TM_VERBS_MLX5_RC_OVERHEAD + (max_sge * 16);
+    uint32_t inl    = 0;
+
+    memset(sq, 0, sizeof(*sq));
+    if (max_wr == 0) {
+        sq->max_inline = max_inline;    /* untouched, as mlx5 leaves it */
+        return 0;
+    }
+    if (max_inline != 0) {
+        inl = TM_VERBS_MLX5_RC_OVERHEAD + tm_verbs_align(4 + max_inline, 16);
+    }
+    sq->wqe_size = tm_verbs_align((gather > inl) ? gather : inl,
+                                  TM_VERBS_MLX5_SEND_WQE_BB);
+    if ((gather > max_desc) || (inl > max_desc) || (sq->wqe_size > max_desc)) {
+        memset(sq, 0, sizeof(*sq));
+        return EINVAL;
+    }
+    sq->max_inline = sq->wqe_size - TM_VERBS_MLX5_RC_OVERHEAD - 4;
+    sq->bytes      = tm_verbs_roundup_pow2((uint64_t)max_wr * sq->wqe_size);
+    return 0;
+}

@@ -40,7 +40,7 @@ static int tm_verbs_qp_init(tm_verbs_dev_t *dev, struct ibv_qp *qp)
 
     memset(&attr, 0, sizeof(attr));
     attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = 0;
+    attr.pkey_index      = dev->pkey_index;   /* tm_verbs_pkey_init */
     attr.port_num        = dev->port_num;
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_WRITE;
@@ -162,10 +162,7 @@ int tm_verbs_probe_queues(tm_verbs_dev_t *dev)
         return ret;
     }
 
-    qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MAX_INLINE, &init);
-    if (qp == NULL) {
-        qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MIN_INLINE, &init);
-    }
+    qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MIN_INLINE, &init);
     if (qp == NULL) {
         ret = (errno != 0) ? errno : ENOMEM;
         tm_dev_debug("verbs: %s: cannot create an RC QP on a TM-SRQ: %s",
@@ -257,6 +254,14 @@ static void tm_verbs_async_event(tm_verbs_dev_t *dev,
         tm_dev_debug("verbs: %s: QP 0x%x: %s", dev->super.name, qp->qp_num,
                      ibv_event_type_str(event->event_type));
         break;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+        /* the subnet manager set the port anew */
+        tm_dev_debug("verbs: %s: %s", dev->super.name,
+                     ibv_event_type_str(event->event_type));
+        tm_verbs_port_refresh(dev);
+        break;
     case IBV_EVENT_CQ_ERR:
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_DEVICE_FATAL:
@@ -316,6 +321,7 @@ static void tm_verbs_ah_attr(const tm_verbs_dev_t *dev,
     local.port_num   = dev->port_num;
     local.gid_index  = dev->gid_index;
     local.port_flags = dev->port_attr.flags;
+    local.sl         = dev->sl;
     local.gid        = dev->gid;
     tm_verbs_ah_attr_fill(&local, peer, ah);
 }

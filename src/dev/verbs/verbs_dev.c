@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,57 @@ static int tm_verbs_gid_select(tm_verbs_dev_t *dev)
     return 0;
 }
 
+/*
+ * The P_Key index of the QPs, as UCX's ib transports choose it: on RoCE
+ * index 0 (the default key); on InfiniBand the first full member of the
+ * port's table (or of the partition asked for), else the first limited
+ * one.  Index 0 may hold a limited key: two limited members cannot talk.
+ */
+static int tm_verbs_pkey_init(tm_verbs_dev_t *dev)
+{
+    unsigned len = dev->port_attr.pkey_tbl_len;
+    uint16_t *table;
+    __be16 value;
+    unsigned i;
+    int ret;
+
+    if (tm_verbs_is_eth(dev->port_attr.link_layer)) {
+        dev->pkey_index = 0;
+        dev->pkey       = TM_VERBS_PKEY_DEFAULT;
+        return 0;
+    }
+    table = calloc((len != 0) ? len : 1, sizeof(*table));
+    if (table == NULL) {
+        return ENOMEM;
+    }
+    for (i = 0; i < len; ++i) {
+        if (dev->lib->query_pkey(dev->ctx, dev->port_num, (int)i,
+                                 &value) == 0) {
+            table[i] = be16toh(value);
+        }           /* else left empty, as UCX skips it */
+    }
+    ret = tm_verbs_pkey_select(table, len, dev->pkey_want, &dev->pkey_index,
+                               &dev->pkey);
+    free(table);
+    if (ret == EINVAL) {
+        tm_dev_error("verbs: %s: partition 0x%x is beyond 0x7fff",
+                     dev->super.name, dev->pkey_want & ~TM_DEV_ATTR_SET);
+        return ret;
+    } else if ((ret != 0) && (dev->pkey_want & TM_DEV_ATTR_SET)) {
+        tm_dev_error("verbs: %s port %u: no P_Key of partition 0x%x",
+                     dev->super.name, dev->port_num,
+                     dev->pkey_want & ~TM_DEV_ATTR_SET);
+        return ret;
+    } else if (ret != 0) {
+        tm_dev_error("verbs: %s port %u: no valid P_Key in its table of %u",
+                     dev->super.name, dev->port_num, len);
+        return ret;
+    }
+    tm_dev_debug("verbs: %s port %u: P_Key 0x%x at index %u", dev->super.name,
+                 dev->port_num, dev->pkey, dev->pkey_index);
+    return 0;
+}
+
 static int tm_verbs_port_init(tm_verbs_dev_t *dev)
 {
     int ret;
@@ -315,7 +367,41 @@ static int tm_verbs_port_init(tm_verbs_dev_t *dev)
         return ret;
     }
 
-    return tm_verbs_gid_select(dev);
+    ret = tm_verbs_gid_select(dev);
+    if (ret != 0) {
+        return ret;
+    }
+    return tm_verbs_pkey_init(dev);
+}
+
+/* The port's LID, MTU or P_Key table changed (an asynchronous event, read
+ * in progress): connections created from now on take the new ones; those
+ * already up keep what they were connected with */
+int tm_verbs_port_refresh(tm_verbs_dev_t *dev)
+{
+    struct ibv_port_attr attr;
+    uint16_t index, pkey;
+    int ret;
+
+    ret = ibv_query_port(dev->ctx, dev->port_num, &attr);
+    if (ret != 0) {
+        tm_dev_warn("verbs: %s port %u: ibv_query_port() failed: %s",
+                    dev->super.name, dev->port_num, strerror(ret));
+        return ret;
+    }
+    index          = dev->pkey_index;
+    pkey           = dev->pkey;
+    dev->port_attr = attr;
+    ret            = tm_verbs_pkey_init(dev);
+    if (ret != 0) {
+        dev->pkey_index = index;    /* keep what worked */
+        dev->pkey       = pkey;
+    }
+    tm_dev_debug("verbs: %s port %u: LID %u, MTU %u, P_Key 0x%x at index %u",
+                 dev->super.name, dev->port_num, attr.lid,
+                 tm_verbs_mtu_bytes(attr.active_mtu), dev->pkey,
+                 dev->pkey_index);
+    return ret;
 }
 
 /*
@@ -388,6 +474,25 @@ static void tm_verbs_driver_name(tm_verbs_dev_t *dev)
     snprintf(dev->driver, sizeof(dev->driver), "%.*s", (int)len, base);
 }
 
+/* What the queues pin on a mlx5, by rdma-core's sizing (docs/design.md,
+ * "Memory"): each connection's send queue, and the TM-SRQ's command QP */
+static void tm_verbs_log_memory(const tm_verbs_dev_t *dev)
+{
+    tm_verbs_mlx5_sq_t conn, cmd;
+
+    if ((tm_verbs_mlx5_sq_size(dev->lim.max_send_wr, dev->lim.max_send_sge,
+                               TM_VERBS_MIN_INLINE, UINT32_MAX, &conn) != 0) ||
+        (tm_verbs_mlx5_sq_size(dev->lim.max_ops, 1, 0, UINT32_MAX,
+                               &cmd) != 0)) {
+        return;
+    }
+    tm_dev_debug("verbs: %s: a mlx5 pins %" PRIu64 " bytes of send queue per "
+                 "connection (%u WRs of %u bytes), %" PRIu64 " for the "
+                 "command QP (%u list ops)", dev->super.name, conn.bytes,
+                 dev->lim.max_send_wr, conn.wqe_size, cmd.bytes,
+                 dev->lim.max_ops);
+}
+
 int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
                 tm_dev_t **dev_p)
 {
@@ -405,8 +510,14 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
         return ENOMEM;
     }
 
-    dev->lib = info->lib;
+    dev->lib       = info->lib;
+    dev->pkey_want = attr->pkey;
+    dev->sl        = (attr->sl & TM_DEV_ATTR_SET) ? (uint8_t)attr->sl : 0;
     tm_verbs_name_copy(dev->super.name, info->name);
+    if ((attr->sl & TM_DEV_ATTR_SET) && ((uint8_t)attr->sl > 15)) {
+        free(dev);
+        return EINVAL;      /* InfiniBand has 16 service levels */
+    }
 
     ret = tm_verbs_open_context(dev->lib, info->name, &dev->ctx);
     if (ret != 0) {
@@ -471,6 +582,7 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
                  dev->gid_index, dev->lim.max_num_tags, dev->lim.max_ops,
                  dev->lim.srq_depth, dev->lim.eager_packet_size,
                  dev->lim.max_inline);
+    tm_verbs_log_memory(dev);
     *dev_p = &dev->super;
     return 0;
 
@@ -529,7 +641,7 @@ void tm_dev_addr(tm_dev_t *tdev, void *addr)
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
 
     tm_verbs_dev_addr_pack(addr, dev->port_attr.link_layer,
-                           dev->port_attr.lid, &dev->gid);
+                           dev->port_attr.lid, &dev->gid, dev->pkey);
 }
 
 int tm_dev_is_reachable(tm_dev_t *tdev, const void *dev_addr)
@@ -540,7 +652,8 @@ int tm_dev_is_reachable(tm_dev_t *tdev, const void *dev_addr)
     if (tm_verbs_dev_addr_unpack(dev_addr, &peer) != 0) {
         return 0;
     }
-    return tm_verbs_peer_reachable(dev->port_attr.link_layer, &dev->gid,
+    return tm_verbs_pkey_reachable(dev->pkey, peer.pkey) &&
+           tm_verbs_peer_reachable(dev->port_attr.link_layer, &dev->gid,
                                    &peer);
 }
 

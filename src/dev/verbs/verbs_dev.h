@@ -34,11 +34,11 @@ extern "C" {
 /* Defaults used where tm_dev_attr_t says 0 (then clamped to the NIC) */
 #define TM_VERBS_DEF_NUM_TAGS        1024   /* UCX's TM_LIST_SIZE */
 #define TM_VERBS_DEF_MAX_OPS         64
-#define TM_VERBS_DEF_SRQ_DEPTH       4096   /* UCX's RX_QUEUE_LEN */
-#define TM_VERBS_DEF_SEND_WR         1024
-#define TM_VERBS_MAX_INLINE          256    /* asked of the probe QP ... */
-#define TM_VERBS_MIN_INLINE          64     /* ... and this if refused (UCX's
-                                               TX_MIN_INLINE) */
+#define TM_VERBS_DEF_SRQ_DEPTH       4095   /* UCX's RC RX_QUEUE_LEN */
+#define TM_VERBS_DEF_SEND_WR         256    /* UCX's TX_QUEUE_LEN */
+#define TM_VERBS_MIN_INLINE          64     /* asked of the QPs, as UCX's
+                                               TX_MIN_INLINE: mlx5 grants
+                                               what fills the WQE (124) */
 #define TM_VERBS_MAX_SEND_SGE        2      /* header + payload */
 #define TM_VERBS_MAX_RD_ATOMIC       16     /* rendezvous reads in flight */
 
@@ -50,7 +50,7 @@ extern "C" {
 #define TM_VERBS_MIN_RNR_TIMER       13     /* 0.96 ms: UCX 1.13's RC
                                                RNR_TIMEOUT=1ms, encoded by
                                                uct_ib_to_rnr_fabric_time */
-#define TM_VERBS_HOP_LIMIT           64
+#define TM_VERBS_HOP_LIMIT           255    /* UCX's HOP_LIMIT */
 
 /* Completions a poll of a CQ without TM information reads at once */
 #define TM_VERBS_POLL_MAX            16
@@ -88,6 +88,7 @@ typedef struct tm_verbs_dev_addr {
     uint8_t             link_layer;         /* IBV_LINK_LAYER_* */
     uint8_t             lid[2];             /* big endian */
     uint8_t             gid[16];
+    uint8_t             pkey[2];            /* big endian */
 } tm_verbs_dev_addr_t;
 
 /* Connection address: everything the peer needs to reach our two QPs (the
@@ -114,6 +115,7 @@ typedef struct tm_verbs_peer {
     uint8_t             link_layer;
     enum ibv_mtu        mtu;
     uint16_t            lid;
+    uint16_t            pkey;               /* device address only */
     tm_verbs_qp_addr_t  tx;                 /* the QP it sends on */
     tm_verbs_qp_addr_t  rx;                 /* its receive-only QP */
     union ibv_gid       gid;
@@ -130,6 +132,10 @@ typedef struct tm_verbs_dev {
     uint8_t                     port_num;
     uint8_t                     gid_index;
     union ibv_gid               gid;
+    uint16_t                    pkey_index; /* of the QPs created now */
+    uint16_t                    pkey;       /* the key there, host order */
+    uint32_t                    pkey_want;  /* tm_dev_attr_t::pkey */
+    uint8_t                     sl;
     tm_verbs_limits_t           lim;
     unsigned                    flags;      /* TM_DEV_CAP_* */
     char                        driver[TM_DEV_NAME_MAX];
@@ -183,6 +189,10 @@ int  tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
 void tm_verbs_probe_srq_destroy(const tm_verbs_lib_t *lib,
                                 struct ibv_cq_ex *cq, struct ibv_srq *srq);
 
+/* verbs_dev.c: port attributes read again (a port event): new
+ * connections take the new LID, MTU and P_Key index */
+int  tm_verbs_port_refresh(tm_verbs_dev_t *dev);
+
 /* Whether a TM-SRQ can be created on the device at all: a PD, a CQ and a
  * TM-SRQ, destroyed again.  0, or the errno of what failed. */
 int  tm_verbs_probe_tm_srq(const tm_verbs_lib_t *lib, struct ibv_context *ctx,
@@ -208,7 +218,7 @@ void tm_verbs_caps_fill(tm_dev_caps_t *caps,
 uint32_t tm_verbs_mtu_bytes(enum ibv_mtu mtu);
 
 void tm_verbs_dev_addr_pack(void *addr, uint8_t link_layer, uint16_t lid,
-                            const union ibv_gid *gid);
+                            const union ibv_gid *gid, uint16_t pkey);
 /* 0, or EINVAL when addr is not a verbs device address */
 int  tm_verbs_dev_addr_unpack(const void *addr, tm_verbs_peer_t *peer);
 /* The two name the same port: its LID (InfiniBand) and its GID */
@@ -241,10 +251,51 @@ uint16_t tm_verbs_gid_flid(const union ibv_gid *gid);
 int  tm_verbs_peer_reachable(uint8_t link_layer, const union ibv_gid *gid,
                              const tm_verbs_peer_t *peer);
 
+/*
+ * The P_Key a port's QPs use, as UCX's ib transports choose it
+ * (uct_ib_iface_init_pkey): the first entry of the table (host order, len
+ * entries, 0 is empty) with full membership (bit 15), else the first
+ * limited one; want (tm_dev_attr_t::pkey) restricts the choice to one
+ * partition (the low 15 bits).  0, EINVAL for a partition above 0x7fff or
+ * ENOENT when no entry fits.
+ */
+#define TM_VERBS_PKEY_FULL       0x8000
+#define TM_VERBS_PKEY_PARTITION  0x7fff
+#define TM_VERBS_PKEY_DEFAULT    0xffff
+int  tm_verbs_pkey_select(const uint16_t *table, unsigned len, uint32_t want,
+                          uint16_t *index, uint16_t *pkey);
+
+/* Whether two P_Keys may talk (UCX's uct_ib_iface_is_reachable): the same
+ * partition, and at least one of full membership */
+int  tm_verbs_pkey_reachable(uint16_t a, uint16_t b);
+
+/*
+ * The send queue rdma-core's mlx5 provider gives an RC QP
+ * (mlx5_calc_send_wqe, mlx5_calc_sq_size): the WQE is 192 bytes of
+ * segments (control, UMR control, mkey context, KLMs) plus the larger of
+ * max_sge 16-byte gather entries and the inline segment (4 bytes and the
+ * data, in 16-byte units), in 64-byte blocks; the queue is max_wr WQEs,
+ * rounded up to a power of two bytes; the inline data granted fills the
+ * WQE.  0, or EINVAL where mlx5 refuses (a WQE above max_desc, the
+ * device's max_sq_desc_sz).  max_wr 0: no send queue, 0 bytes.
+ */
+typedef struct tm_verbs_mlx5_sq {
+    uint32_t            wqe_size;           /* bytes of one WQE */
+    uint32_t            max_inline;         /* granted */
+    uint64_t            bytes;              /* of the queue's buffer */
+} tm_verbs_mlx5_sq_t;
+
+#define TM_VERBS_MLX5_SEND_WQE_BB     64
+#define TM_VERBS_MLX5_RC_OVERHEAD     192
+int  tm_verbs_mlx5_sq_size(uint32_t max_wr, uint32_t max_sge,
+                           uint32_t max_inline, uint32_t max_desc,
+                           tm_verbs_mlx5_sq_t *sq);
+
 /* Where a route to a peer starts: our port and the GID it sends from */
 typedef struct tm_verbs_local {
     uint8_t             link_layer;
     uint8_t             port_num;
+    uint8_t             sl;                 /* service level */
     uint8_t             gid_index;
     uint32_t            port_flags;         /* ibv_port_attr.flags */
     union ibv_gid       gid;
@@ -253,7 +304,7 @@ typedef struct tm_verbs_local {
 /*
  * The address vector to a peer.  DLID: on InfiniBand the peer's FLID when
  * it is in another subnet and both ports have one (the routers forward by
- * it), else its LID.  GRH (peer GID, our GID index, hop limit): on RoCE,
+ * it), else its LID.  SL: local's.  GRH (peer GID, our GID index, hop limit): on RoCE,
  * across subnet prefixes, and where the port requires one.
  */
 void tm_verbs_ah_attr_fill(const tm_verbs_local_t *local,

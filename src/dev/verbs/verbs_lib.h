@@ -31,6 +31,8 @@ struct tm_verbs_lib {
     int         (*query_gid_ex)(struct ibv_context *context, uint32_t port_num,
                                 uint32_t gid_index, struct ibv_gid_entry *entry,
                                 uint32_t flags, size_t entry_size);
+    int         (*query_pkey)(struct ibv_context *context, uint8_t port_num,
+                              int index, __be16 *pkey);
     struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
     int         (*dealloc_pd)(struct ibv_pd *pd);
     struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length,

@@ -41,10 +41,23 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops),
      UCS_CONFIG_TYPE_ULUNITS},
 
-    {"SRQ_DEPTH", "1024",
+    {"SRQ_DEPTH", "4095",
      "Number of untagged receive buffers in the tag-matching SRQ; at least 33,\n"
-     "which a mlx5 tag-matching SRQ needs.",
+     "which a mlx5 tag-matching SRQ needs. The default is UCX's RC receive\n"
+     "queue (UCX_RC_RX_QUEUE_LEN); each buffer is UCX_RC_TM_SEG_SIZE bytes.",
      ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
+
+    {"PKEY", "auto",
+     "InfiniBand partition the connections use, 0..0x7fff (as UCX_IB_PKEY).\n"
+     "\"auto\" takes the port's first P_Key with full membership, else its\n"
+     "first limited one. Two limited members of a partition cannot talk.",
+     ucs_offsetof(uct_rc_tm_md_config_t, pkey), UCS_CONFIG_TYPE_HEX},
+
+    {"SL", "auto",
+     "InfiniBand service level of the connections, 0..15 (RoCE: Ethernet\n"
+     "priority), as UCX_IB_SL. \"auto\" is 0: UCX's choice where the device\n"
+     "reports no adaptive-routing SLs through verbs.",
+     ucs_offsetof(uct_rc_tm_md_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
 
     {"SOFT_PACKET_SIZE", "4k",
      "Software NIC only: matched eager messages longer than this complete in\n"
@@ -112,6 +125,8 @@ ucs_status_t uct_rc_tm_status_from_errno(int err)
     case EAGAIN:
     case ENOBUFS:
         return UCS_ERR_NO_RESOURCE;
+    case ENOENT:
+        return UCS_ERR_NO_ELEM;     /* as UCX: no P_Key to use */
     case ENOSYS:
     case EOPNOTSUPP:
         return UCS_ERR_UNSUPPORTED;
@@ -214,6 +229,16 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                   "or 2", config->soft_tm_max_sge);
         return UCS_ERR_INVALID_PARAM;
     }
+    if ((config->pkey != UCS_HEXUNITS_AUTO) && (config->pkey > 0x7fff)) {
+        ucs_error("rc_tm: UCX_RC_TM_PKEY (0x%zx) must be within 0..0x7fff",
+                  config->pkey);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->sl != UCS_ULUNITS_AUTO) && (config->sl > 15)) {
+        ucs_error("rc_tm: UCX_RC_TM_SL (%lu) must be within 0..15",
+                  config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
         ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH (%u) must be at least %u, the "
                   "untagged buffers a mlx5 tag-matching SRQ needs",
@@ -238,6 +263,10 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
+    attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
+                             TM_DEV_ATTR_SET | (uint32_t)config->pkey;
+    attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :
+                             TM_DEV_ATTR_SET | (uint32_t)config->sl;
 
     ret = tm_dev_open(&info, &attr, &md->dev);
     if (ret != 0) {

@@ -30,6 +30,11 @@ typedef struct uct_rc_tm_md_config {
     size_t                   max_list_ops;     /* outstanding list operations,
                                                   or UCS_ULUNITS_AUTO */
     unsigned                 srq_depth;        /* untagged receive buffers */
+    size_t                   pkey;             /* UCX_RC_TM_PKEY, or
+                                                  UCS_HEXUNITS_AUTO (UCX's
+                                                  parser writes a size_t) */
+    unsigned long            sl;               /* UCX_RC_TM_SL, or
+                                                  UCS_ULUNITS_AUTO */
     size_t                   soft_packet_size; /* soft device: eager packet size */
     int                      soft_progress;    /* soft device: inline or
                                                   its engine thread

@@ -359,10 +359,12 @@ TEST(verbs_addr, device_address_round_trip)
     tm_verbs_peer_t peer;
 
     memset(buf, 0, sizeof(buf));
-    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 0x1234, &gid);
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 0x1234, &gid,
+                           0x8123);
     ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
     EXPECT_EQ(IBV_LINK_LAYER_INFINIBAND, peer.link_layer);
     EXPECT_EQ(0x1234, peer.lid);
+    EXPECT_EQ(0x8123, peer.pkey) << "the partition travels (item 9)";
     EXPECT_EQ(0, memcmp(gid.raw, peer.gid.raw, 16));
     /* Big endian on the wire, whatever the host */
     EXPECT_EQ(0x12, buf[offsetof(tm_verbs_dev_addr_t, lid)]);
@@ -403,7 +405,7 @@ TEST(verbs_addr, foreign_addresses_are_refused)
     EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
 
     /* A device address is not a connection address and vice versa */
-    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 1, &gid);
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 1, &gid, 0xffff);
     EXPECT_EQ(EINVAL, tm_verbs_conn_addr_unpack(buf, &peer));
     tm_verbs_qp_addr_t qp = {2, 3};
     tm_verbs_conn_addr_pack(buf, IBV_MTU_4096, 1, &qp, &qp, &gid);
@@ -426,7 +428,7 @@ TEST(verbs_addr, reachability)
     tm_verbs_peer_t peer;
 
     /* IB: same subnet prefix */
-    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 2, &ib_b);
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_INFINIBAND, 2, &ib_b, 0xffff);
     ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
     EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_INFINIBAND, &ib_a, &peer));
     EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_UNSPECIFIED, &ib_a, &peer));
@@ -434,7 +436,7 @@ TEST(verbs_addr, reachability)
     EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v4_a, &peer));
 
     /* RoCE: the same address family */
-    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_ETHERNET, 0, &v4_b);
+    tm_verbs_dev_addr_pack(buf, IBV_LINK_LAYER_ETHERNET, 0, &v4_b, 0xffff);
     ASSERT_EQ(0, tm_verbs_dev_addr_unpack(buf, &peer));
     EXPECT_TRUE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v4_a, &peer));
     EXPECT_FALSE(tm_verbs_peer_reachable(IBV_LINK_LAYER_ETHERNET, &v6, &peer));
@@ -450,10 +452,138 @@ TEST(verbs_addr, is_reachable_refuses_foreign_addresses)
     dev.lib                   = &tm_verbs_libibverbs;
     dev.port_attr.link_layer  = IBV_LINK_LAYER_INFINIBAND;
     dev.gid                   = make_gid(0xfe80000000000000ull, 1);
+    dev.pkey                  = TM_VERBS_PKEY_DEFAULT;  /* as opened */
 
     memset(buf, 0x5a, sizeof(buf));
     EXPECT_FALSE(tm_dev_is_reachable(&dev.super, buf));
 
     tm_dev_addr(&dev.super, buf);
     EXPECT_TRUE(tm_dev_is_reachable(&dev.super, buf)) << "itself";
+}
+
+
+/* ------------------------------------------------------------------------
+ * Partitions (issue 36, item 9): the P_Key UCX's ib transports choose
+ * (uct_ib_iface_init_pkey), and whom it reaches (uct_ib_iface_is_reachable)
+ */
+TEST(verbs_pkey, auto_takes_the_first_full_member)
+{
+    const uint16_t table[] = {0x7fff, 0x0000, 0x8000, 0xffff, 0x9234};
+    uint16_t index = 99, pkey = 0;
+
+    ASSERT_EQ(0, tm_verbs_pkey_select(table, 5, 0, &index, &pkey));
+    EXPECT_EQ(3, index) << "not index 0, which is limited";
+    EXPECT_EQ(0xffff, pkey);
+}
+
+TEST(verbs_pkey, auto_falls_back_to_the_first_limited_one)
+{
+    const uint16_t table[] = {0x0000, 0x1234, 0x0005};
+    uint16_t index = 99, pkey = 0;
+
+    ASSERT_EQ(0, tm_verbs_pkey_select(table, 3, 0, &index, &pkey));
+    EXPECT_EQ(1, index);
+    EXPECT_EQ(0x1234, pkey);
+
+    const uint16_t empty[] = {0x0000, 0x8000};
+    EXPECT_EQ(ENOENT, tm_verbs_pkey_select(empty, 2, 0, &index, &pkey))
+            << "empty and invalid entries are skipped";
+}
+
+TEST(verbs_pkey, partition_asked_for)
+{
+    const uint16_t table[] = {0xffff, 0x1234, 0x9234};
+    uint16_t index = 99, pkey = 0;
+
+    ASSERT_EQ(0, tm_verbs_pkey_select(table, 3, TM_DEV_ATTR_SET | 0x1234,
+                                      &index, &pkey));
+    EXPECT_EQ(2, index) << "its full member, past its limited one";
+    EXPECT_EQ(0x9234, pkey);
+    ASSERT_EQ(0, tm_verbs_pkey_select(table, 2, TM_DEV_ATTR_SET | 0x1234,
+                                      &index, &pkey));
+    EXPECT_EQ(1, index);
+    EXPECT_EQ(ENOENT, tm_verbs_pkey_select(table, 3,
+                                           TM_DEV_ATTR_SET | 0x4321, &index,
+                                           &pkey));
+    EXPECT_EQ(EINVAL, tm_verbs_pkey_select(table, 3,
+                                           TM_DEV_ATTR_SET | 0x8000, &index,
+                                           &pkey));
+}
+
+TEST(verbs_pkey, reachable_partitions)
+{
+    EXPECT_TRUE(tm_verbs_pkey_reachable(0xffff, 0xffff));
+    EXPECT_TRUE(tm_verbs_pkey_reachable(0xffff, 0x7fff));
+    EXPECT_TRUE(tm_verbs_pkey_reachable(0x7fff, 0xffff));
+    EXPECT_FALSE(tm_verbs_pkey_reachable(0x7fff, 0x7fff))
+            << "two limited members";
+    EXPECT_FALSE(tm_verbs_pkey_reachable(0xffff, 0x9234))
+            << "other partitions";
+}
+
+
+/* ------------------------------------------------------------------------
+ * Memory (issue 36, item 10): the send queue rdma-core's mlx5 allocates
+ * (mlx5_calc_send_wqe, mlx5_calc_sq_size), hand-computed:
+ *   WQE = align64(max(192 + 16 * sge, 192 + align16(4 + inline)))
+ *   granted inline = WQE - 192 - 4
+ *   queue = roundup_pow2(WRs * WQE)
+ */
+TEST(verbs_mlx5_sq, ucx_defaults)
+{
+    tm_verbs_mlx5_sq_t sq;
+
+    /* 256 WRs, 2 SGEs, 64 inline: max(224, 192 + 80) = 272 -> 320 */
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(256, 2, 64, 512, &sq));
+    EXPECT_EQ(320u, sq.wqe_size);
+    EXPECT_EQ(124u, sq.max_inline);
+    EXPECT_EQ(128u << 10, sq.bytes) << "81920 rounded up";
+    /* the defaults of the device layer are these */
+    EXPECT_EQ(256, TM_VERBS_DEF_SEND_WR);
+    EXPECT_EQ(64, TM_VERBS_MIN_INLINE);
+    EXPECT_EQ(2, TM_VERBS_MAX_SEND_SGE);
+}
+
+TEST(verbs_mlx5_sq, old_defaults_pinned_half_a_mebibyte)
+{
+    tm_verbs_mlx5_sq_t sq;
+
+    /* 1024 WRs, 256 inline: 192 + align16(260) = 464 -> 512 */
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(1024, 2, 256, 512, &sq));
+    EXPECT_EQ(512u, sq.wqe_size);
+    EXPECT_EQ(316u, sq.max_inline);
+    EXPECT_EQ(512u << 10, sq.bytes);
+    /* a 4096-rank all-to-all: 2 GiB then, 512 MiB now */
+    EXPECT_EQ(2ull << 30, 4096 * sq.bytes);
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(256, 2, 64, 512, &sq));
+    EXPECT_EQ(512ull << 20, 4096 * sq.bytes);
+}
+
+TEST(verbs_mlx5_sq, command_qp)
+{
+    tm_verbs_mlx5_sq_t sq;
+
+    /* the TM-SRQ's command QP (create_cmd_qp): max_ops WRs of 1 SGE, no
+     * inline; UCX's 1024-entry list takes 2050 ops: 2050 * 256 -> 1 MiB */
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(2050, 1, 0, 512, &sq));
+    EXPECT_EQ(256u, sq.wqe_size) << "208 rounded up";
+    EXPECT_EQ(60u, sq.max_inline);
+    EXPECT_EQ(1u << 20, sq.bytes);
+}
+
+TEST(verbs_mlx5_sq, no_send_queue_and_refusals)
+{
+    tm_verbs_mlx5_sq_t sq;
+
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(0, 0, 0, 512, &sq));
+    EXPECT_EQ(0u, sq.bytes) << "the receive-only QP";
+    EXPECT_EQ(0u, sq.wqe_size);
+    /* 400 inline: 192 + 416 = 608 bytes, above a 512-byte descriptor */
+    EXPECT_EQ(EINVAL, tm_verbs_mlx5_sq_size(16, 2, 400, 512, &sq));
+    ASSERT_EQ(0, tm_verbs_mlx5_sq_size(16, 2, 400, 1024, &sq));
+    EXPECT_EQ(640u, sq.wqe_size);
+    EXPECT_EQ(444u, sq.max_inline);
+    EXPECT_EQ(16u * 1024, sq.bytes) << "10240 rounded up";
+    /* 21 gather entries: 192 + 336 = 528 */
+    EXPECT_EQ(EINVAL, tm_verbs_mlx5_sq_size(16, 21, 0, 512, &sq));
 }

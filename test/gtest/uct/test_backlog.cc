@@ -62,7 +62,8 @@ protected:
 TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
 {
     open();
-    const size_t size = 2048;
+    /* a send queue's worth (256 WRs) of these overfills the ring */
+    const size_t size = 4096;
     std::vector<std::vector<char>> datas;
     for (unsigned i = 0; i < 1024; ++i) {
         datas.push_back(payload(i, size));
@@ -88,7 +89,7 @@ TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
 TEST_F(rc_tm_backlog, eager_bcopy_expected)
 {
     open();
-    const size_t size  = 1024;
+    const size_t size  = 4096;    /* 256 WRs of these overfill the ring */
     const unsigned max = 2048;
     std::vector<std::unique_ptr<mapped_buffer>> bufs;
     std::vector<tag_recv> recvs(max);
@@ -131,7 +132,9 @@ TEST_F(rc_tm_backlog, eager_bcopy_expected)
 TEST_F(rc_tm_backlog, am_and_put_in_order)
 {
     open();
-    const size_t size = 1500;
+    /* half a send queue (256 WRs) of these, a put before each, overfills
+     * the ring */
+    const size_t size = 7000;
     const unsigned max = 600;
     mapped_buffer target(m_component, m_md, max * sizeof(uint64_t), 0);
     std::vector<std::vector<char>> datas;
@@ -148,7 +151,7 @@ TEST_F(rc_tm_backlog, am_and_put_in_order)
         }
         if (i % 4 == 0) {
             uint64_t hdr = i;
-            return uct_ep_am_short(ep(), 1, hdr, datas[i].data(), 200);
+            return uct_ep_am_short(ep(), 1, hdr, datas[i].data(), 100);
         }
         return uct_ep_am_bcopy(ep(), 1, pack, &datas[i], 0);
     });
