@@ -11,6 +11,7 @@ test_gtest_fault_test_fault_SOURCES = \
 	test/gtest/fault/test_fault.cc \
 	test/gtest/fault/test_fault_rx.cc \
 	test/gtest/fault/test_fault_wire.cc \
+	test/gtest/fault/test_fault_cq.cc \
 	test/gtest/fault/test_fault_ucp.cc
 test_gtest_fault_test_fault_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_gtest_fault_test_fault_LDADD = \
