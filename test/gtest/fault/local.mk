@@ -1,7 +1,7 @@
 # Faults: killed peers in the middle of rendezvous (UCT, and UCP with peer
 # error handling), receive resources exhausted, invalid rkeys, malformed
-# wire headers from a peer that speaks to the device directly
-# (docs/testing.md).
+# wire headers from a peer that speaks to the device directly, faults the
+# receive CQ reports (docs/testing.md).
 check_PROGRAMS += test/gtest/fault/test_fault
 TESTS          += test/gtest/fault/test_fault
 test_gtest_fault_test_fault_SOURCES = \
