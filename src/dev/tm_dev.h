@@ -123,7 +123,8 @@ struct tm_dev {
 };
 
 struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;
-                     int tm; /* an SRQ's: TM information to read */ };
+                     int tm; /* an SRQ's: TM information to read */
+                     int err; /* a failed ibv_next_poll, for the next poll */ };
 struct tm_dev_srq  { tm_dev_t *dev; struct ibv_srq *srq; };
 /* A connection is two RC QPs on the TM-SRQ, as UCX's rc_mlx5 makes them:
  * qp sends; rx_qp has no send queue, and the peer's sends go to it (the
@@ -212,6 +213,11 @@ int  tm_dev_dereg_mr(tm_dev_t *dev, tm_dev_mr_t *mr);
 
 int  tm_dev_create_cq(tm_dev_t *dev, unsigned depth, tm_dev_cq_t **cq_p);
 void tm_dev_destroy_cq(tm_dev_cq_t *cq);
+/* Up to max completions into wc: how many, 0 when none, or a negative
+ * errno, never a count: -EBADMSG when the provider consumed a completion it
+ * could not parse (mlx5's CQ_POLL_ERR: it is lost, later polls go on), any
+ * other when the CQ failed.  An error after some completions were read is
+ * returned by the next call. */
 int  tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc);
 
 /* TM-SRQ: receive and list-operation completions go to recv_cq */

@@ -21,12 +21,22 @@
  * completion is polled (a receive's wr_id, freeing list handles, SYNC_REQ):
  * so does this one (sn_srq_cqe_poll), at the same moment.  A destroyed QP's
  * unpolled completions are removed (sn_cq_purge_qp), as mlx5's are.
+ *
+ * A CQE the provider cannot parse (softnic_test_push_unparseable_cqe) fails
+ * the poll call that takes it with -2 and is consumed, as mlx5's
+ * CQ_POLL_ERR (providers/mlx5/cq.c mlx5_start_poll, mlx5_next_poll,
+ * poll_cq: the last also drops what it read before in the call).
  */
 #include "softnic_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* mlx5's return for a CQE mlx5_parse_cqe fails on, and such a CQE's kind
+ * (a value no sn_cqe_kind_t has) */
+#define SN_CQ_POLL_ERR      (-2)
+#define SN_CQE_UNPARSEABLE  0xff
 
 #define SN_CQ_WC_FLAGS  (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | \
                          IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP | \
@@ -116,17 +126,22 @@ void sn_cq_overrun(sn_cq_t *cq)
 }
 
 /* The polled entry: what the provider does at poll for a TM completion is
- * done now, once (cur only moves forward) */
-static inline void sn_cq_load(sn_cq_t *cq)
+ * done now, once (cur only moves forward); SN_CQ_POLL_ERR when the provider
+ * could not parse it */
+static inline int sn_cq_load(sn_cq_t *cq)
 {
     sn_cqe_t *cqe = &cq->cqe[cq->cur & (cq->depth - 1)];
 
+    cq->cur_cqe = cqe;
     if (cqe->kind != SN_CQE_PLAIN) {
+        if (sn_unlikely(cqe->kind == SN_CQE_UNPARSEABLE)) {
+            return SN_CQ_POLL_ERR;
+        }
         sn_srq_cqe_poll(cqe);
     }
-    cq->cur_cqe   = cqe;
     cq->ex.status = cqe->status;
     cq->ex.wr_id  = cqe->wr_id;
+    return 0;
 }
 
 static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
@@ -146,7 +161,11 @@ static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
     }
     cq->cur_end = ready;
     cq->cur = cq->head;
-    sn_cq_load(cq);
+    if (sn_unlikely(sn_cq_load(cq) != 0)) {
+        /* consumed: no end_poll follows a failed start */
+        __atomic_store_n(&cq->head, cq->cur + 1, __ATOMIC_RELEASE);
+        return SN_CQ_POLL_ERR;
+    }
     return 0;
 }
 
@@ -158,8 +177,7 @@ static int sn_next_poll(struct ibv_cq_ex *ex)
         return ENOENT;
     }
     ++cq->cur;
-    sn_cq_load(cq);
-    return 0;
+    return sn_cq_load(cq);  /* a failed one is consumed by end_poll */
 }
 
 static void sn_end_poll(struct ibv_cq_ex *ex)
@@ -232,6 +250,11 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
     for (n = 0; (n < num_entries) && (head != ready); ++n) {
         cqe = &cq->cqe[head++ & (cq->depth - 1)];
         if (cqe->kind != SN_CQE_PLAIN) {
+            if (sn_unlikely(cqe->kind == SN_CQE_UNPARSEABLE)) {
+                /* consumed, with those read before it */
+                n = SN_CQ_POLL_ERR;
+                break;
+            }
             sn_srq_cqe_poll(cqe);
         }
         wc[n].wr_id      = cqe->wr_id;
@@ -251,6 +274,30 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
     }
     __atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
     return n;
+}
+
+void softnic_test_push_unparseable_cqe(struct ibv_srq *ibv_srq)
+{
+    sn_context_t *ctx;
+    sn_cqe_t *cqe;
+
+    if (!sn_is_softnic(ibv_srq->context)) {
+        return;
+    }
+    ctx = sn_ctx(ibv_srq->context);
+    sn_ctx_lock(ctx);
+    cqe         = sn_cq_push(sn_srq(ibv_srq)->cq);
+    cqe->kind   = SN_CQE_UNPARSEABLE;
+    /* what a reader that took it for a completion would see */
+    cqe->wr_id  = 0xbad0c0e;
+    cqe->status = IBV_WC_SUCCESS;
+    cqe->opcode = IBV_WC_RECV;
+    cqe->qp_num = 0xffffff;
+    if (ctx->threaded) {
+        sn_ctx_publish(ctx);
+    }
+    sn_ctx_unlock(ctx);
+    sn_ctx_kick(ctx, false);
 }
 
 struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,

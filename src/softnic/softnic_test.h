@@ -158,6 +158,11 @@ int  softnic_test_qp_parked(struct ibv_qp *qp);
 void softnic_test_drop_wakes(struct ibv_context *context, int drop);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
+/* Writes onto the CQ of srq's completions a CQE the provider cannot parse,
+ * as a NIC may (mlx5_parse_cqe fails: an unknown QP or SRQ, a NO_PACKET CQE
+ * that is not tag matching ...): the poll call that reaches it fails with
+ * -2 and consumes it, as mlx5's CQ_POLL_ERR (softnic_cq.c) */
+void softnic_test_push_unparseable_cqe(struct ibv_srq *srq);
 
 /* What a subnet manager sets on port 1: its LID, active MTU and (npkeys
  * non-zero) P_Key table, host order */

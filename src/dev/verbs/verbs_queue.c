@@ -16,6 +16,10 @@
                                IBV_WC_EX_WITH_QP_NUM   | \
                                IBV_WC_EX_WITH_TM_INFO)
 
+/* What mlx5's poll calls return for a CQE they could not parse
+ * (providers/mlx5/cq.c CQ_POLL_ERR); the software NIC returns the same */
+#define TM_VERBS_CQ_POLL_ERR  (-2)
+
 int tm_dev_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
 {
     tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
@@ -130,6 +134,29 @@ void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)
     tm_verbs_wc_read_inline(cq, wc);
 }
 
+/*
+ * What a failed poll returns, as a negative errno.  mlx5's poll calls fail
+ * with CQ_POLL_ERR (-2) when mlx5_parse_cqe cannot parse the CQE it took
+ * (an unknown QP or SRQ, a NO_PACKET CQE that is not tag matching, a TM CQE
+ * on a QP without SRQ, a failed inline scatter): the CQE is consumed and
+ * lost, later ones can still be polled (providers/mlx5/cq.c
+ * mlx5_start_poll, mlx5_next_poll, poll_cq).  Negated, that would read as a
+ * count of 2.  A positive return is an errno (EINVAL ...).
+ */
+static TM_NOINLINE int tm_verbs_poll_error(tm_dev_cq_t *cq, const char *func,
+                                           int ret)
+{
+    if (ret < 0) {
+        tm_dev_error("verbs: %s: %s() failed (%d): a completion the "
+                     "provider could not parse was lost", cq->dev->name,
+                     func, ret);
+        return -EBADMSG;
+    }
+    tm_dev_debug("verbs: %s: %s() failed: %s", cq->dev->name, func,
+                 strerror(ret));
+    return -ret;
+}
+
 /* A CQ without tag-matching completions (sends only): ibv_poll_cq, one
  * call for a batch */
 static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
@@ -141,10 +168,10 @@ static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
                     (max < TM_VERBS_POLL_MAX) ? max : TM_VERBS_POLL_MAX,
                     ibv_wc);
     if (tm_unlikely(n < 0)) {
-        /* Dead for good (overrun): the caller says so, once */
-        tm_dev_debug("verbs: %s: ibv_poll_cq() failed: %d", cq->dev->name,
-                     n);
-        return -EIO;
+        /* mlx5 (poll_cq) then also drops what it read before in the call;
+         * the software NIC's overrun CQ returns -1: dead for good */
+        return (n == TM_VERBS_CQ_POLL_ERR) ?
+               tm_verbs_poll_error(cq, "ibv_poll_cq", n) : -EIO;
     }
     for (i = 0; i < n; ++i) {
         wc[i].wr_id        = ibv_wc[i].wr_id;
@@ -161,6 +188,15 @@ static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
     return n;
 }
 
+/* The error of an earlier ibv_next_poll, once */
+static TM_NOINLINE int tm_verbs_poll_err_take(tm_dev_cq_t *cq)
+{
+    int err = cq->err;
+
+    cq->err = 0;
+    return err;
+}
+
 int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
 {
     struct ibv_poll_cq_attr attr  = {0};
@@ -169,6 +205,8 @@ int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
 
     if (tm_unlikely(max <= 0)) {
         return 0;
+    } else if (tm_unlikely(cq->err != 0)) {
+        return tm_verbs_poll_err_take(cq);
     } else if (!cq->tm) {
         return tm_verbs_poll_cq_plain(cq, max, wc);
     }
@@ -177,11 +215,9 @@ int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
     if (ret == ENOENT) {
         return 0;
     } else if (tm_unlikely(ret != 0)) {
-        /* No batch was started: end_poll must not be called.  The CQ is
-         * dead for good (overrun): the caller says so, once */
-        tm_dev_debug("verbs: %s: ibv_start_poll() failed: %s",
-                     cq->dev->name, strerror(ret));
-        return -ret;
+        /* No batch was started: end_poll must not be called (mlx5 has
+         * released its lock) */
+        return tm_verbs_poll_error(cq, "ibv_start_poll", ret);
     }
 
     for (;;) {
@@ -194,9 +230,9 @@ int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
         if (ret == ENOENT) {
             break;
         } else if (tm_unlikely(ret != 0)) {
-            /* Completions already read stay valid; report them */
-            tm_dev_error("verbs: %s: ibv_next_poll() failed: %s",
-                         cq->dev->name, strerror(ret));
+            /* The batch still ends with end_poll; the completions read
+             * stay valid: they go now, the error with the next poll */
+            cq->err = tm_verbs_poll_error(cq, "ibv_next_poll", ret);
             break;
         }
     }

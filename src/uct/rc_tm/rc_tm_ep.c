@@ -73,7 +73,7 @@ void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc)
 {
     /* wr_id is the send's sequence number: it and every send before it
      * are done (after an error, each send completes on its own) */
-    uint64_t sn = wc->wr_id;
+    uint64_t sn = wc->wr_id & ~UCT_RC_TM_WR_ID_SEND;
 
     if (sn > ep->acked_sn) {
         ep->available                          += sn - ep->acked_sn;

@@ -156,6 +156,12 @@ ucs_status_t uct_rc_tm_ep_fence(uct_ep_h tl_ep, unsigned flags);
 ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp);
 
+/* A send's wr_id: its sequence number with bit 63 set.  On the receive CQ,
+ * where a passive connection's sends complete, mlx5 gives a failed send and
+ * a failed receive alike opcode 0; a receive's wr_id is its SRQ buffer, a
+ * user-space address, which never has bit 63 set. */
+#define UCT_RC_TM_WR_ID_SEND  UCS_BIT(63)
+
 void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc);
 /* The connection failed (either of its QPs): everything outstanding on it
  * completes with the error, and the user hears of it */

@@ -65,7 +65,7 @@ uct_rc_tm_ep_post(uct_rc_tm_ep_t *ep, struct ibv_send_wr *wr,
                       (wr->send_flags & IBV_SEND_SIGNALED) ||
                       (ep->unsignaled + 1 >= iface->config.tx_moderation) ||
                       (iface->tx.available <= (int)iface->config.tx_moderation);
-    wr->wr_id       = ep->posted_sn + 1;
+    wr->wr_id       = (ep->posted_sn + 1) | UCT_RC_TM_WR_ID_SEND;
     wr->next        = NULL;
     wr->send_flags |= signaled ? IBV_SEND_SIGNALED : 0;
     if (ucs_unlikely(ep->fence)) {

@@ -390,15 +390,6 @@ uct_rc_tm_iface_rndv_ops_exhausted(const uct_rc_tm_iface_t *iface)
     return iface->tm.rndv_free == UCT_RC_TM_RNDV_OP_NONE;
 }
 
-/* A receive error: the responder's, which took an untagged buffer (the
- * NIC's own requests, its rendezvous reads, take none) */
-static UCS_F_ALWAYS_INLINE int
-uct_rc_tm_wc_is_responder_error(enum ibv_wc_status status)
-{
-    return (status == IBV_WC_LOC_LEN_ERR) || (status == IBV_WC_LOC_PROT_ERR) ||
-           (status == IBV_WC_LOC_QP_OP_ERR);
-}
-
 /* What a failed completion means for the receive it names */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_rc_tm_wc_recv_status(enum ibv_wc_status status)

@@ -9,6 +9,8 @@
 
 #include <ucs/debug/log.h>
 
+#include <errno.h>
+
 static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
                                               struct ibv_tmh *tmh,
                                               uint32_t length)
@@ -85,15 +87,29 @@ static void uct_rc_tm_iface_handle_send_wc(uct_rc_tm_iface_t *iface,
 }
 
 /*
+ * A responder error on a QP of the SRQ: mlx5 gives the wr_id of the SRQ
+ * WQE its CQE names and frees that WQE, whatever the syndrome
+ * (providers/mlx5/cq.c mlx5_parse_cqe, MLX5_CQE_RESP_ERR: srq->wrid[],
+ * mlx5_free_srq_wqe): the buffer is no longer posted, and is ours again.
+ */
+static void uct_rc_tm_iface_rx_error_release(uct_rc_tm_iface_t *iface,
+                                             const tm_dev_wc_t *wc)
+{
+    void *elem = (void*)(uintptr_t)wc->wr_id;
+
+    --iface->rx.posted;
+    ucs_mpool_put_inline(elem);
+}
+
+/*
  * A failed completion on the receive CQ that is not the device's tag
- * matching (those carry a TM opcode or flags): mlx5 reports such an error
- * with opcode 0 whatever failed, and for a receive with the wr_id of
- * whatever buffer its CQE names, which for a tagged message means nothing.
- * Only the QP number tells what failed: a passive connection's send (ours:
- * its wr_id is the send's number), or the connection's receive-only QP,
- * where either the peer's message could not be received (it took an
- * untagged buffer) or the device's own rendezvous read failed (the receives
- * it had matched there never complete).  Either way the connection fails.
+ * matching (those carry a TM opcode or flags): mlx5 reports every error
+ * with opcode 0, so the wr_id tells what failed.  A send of ours (a passive
+ * connection's: they complete here) carries UCT_RC_TM_WR_ID_SEND.  Any
+ * other is the receive side of a QP on the SRQ: a responder error names
+ * the SRQ buffer it took (for a tagged message that buffer means nothing
+ * else), and the NIC's own rendezvous reads on the receive-only QP name
+ * none (0).  The QP is in error: the connection fails.
  */
 static UCS_F_NOINLINE void
 uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
@@ -103,8 +119,10 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     uct_rc_tm_ep_t *ep;
 
     ep = (it == kh_end(&iface->eps)) ? NULL : kh_value(&iface->eps, it);
-    if ((ep != NULL) && (wc->qp_num == ep->qp_num)) {
-        uct_rc_tm_ep_handle_send_wc(ep, wc);
+    if (wc->wr_id & UCT_RC_TM_WR_ID_SEND) {
+        if (ep != NULL) {
+            uct_rc_tm_ep_handle_send_wc(ep, wc);
+        }
         return;
     }
 
@@ -112,8 +130,8 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     ucs_log((wc->status == IBV_WC_WR_FLUSH_ERR) ? UCS_LOG_LEVEL_DEBUG :
             UCS_LOG_LEVEL_ERROR, "rc_tm: receive side of qp 0x%x failed: %s",
             wc->qp_num, ibv_wc_status_str(wc->status));
-    if (uct_rc_tm_wc_is_responder_error(wc->status)) {
-        --iface->rx.posted;
+    if (wc->wr_id != 0) {
+        uct_rc_tm_iface_rx_error_release(iface, wc);
     }
     uct_rc_tm_tag_fail_matched(iface, wc->qp_num, wc->status);
     if (wc->status == IBV_WC_LOC_LEN_ERR) {
@@ -126,22 +144,29 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     }
 }
 
-/* A CQ overran (a NIC's is then dead: every later poll fails, and it
- * reports nothing more): no connection can complete anything again.  Said
- * once; every endpoint fails. */
+/* A poll failed.  A completion the provider could not parse (EBADMSG) is
+ * lost, and with it what it said of some connection (a message, a list
+ * operation, a send), which no one can tell: every connection fails, each
+ * time; later completions still count.  A CQ that failed (overran: a
+ * NIC's is then dead, every later poll fails) is said once. */
 static UCS_F_NOINLINE void
-uct_rc_tm_iface_cq_failed(uct_rc_tm_iface_t *iface, const char *which,
-                          int err)
+uct_rc_tm_iface_poll_failed(uct_rc_tm_iface_t *iface, const char *which,
+                            int err)
 {
     uct_rc_tm_ep_t *ep;
 
-    if (iface->cq_failed) {
+    if (err == EBADMSG) {
+        ucs_error("rc_tm: %s completion queue of %s: the provider lost a "
+                  "completion it could not parse; every connection of the "
+                  "interface fails", which, iface->dev->name);
+    } else if (iface->cq_failed) {
         return;
+    } else {
+        iface->cq_failed = 1;
+        ucs_error("rc_tm: %s completion queue of %s failed: %s; every "
+                  "connection of the interface fails", which,
+                  iface->dev->name, strerror(err));
     }
-    iface->cq_failed = 1;
-    ucs_error("rc_tm: %s completion queue of %s failed: %s; every "
-              "connection of the interface fails", which, iface->dev->name,
-              strerror(err));
     kh_foreach_value(&iface->eps, ep, {
         uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
     });
@@ -193,7 +218,7 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
             uct_rc_tm_iface_post_rx(iface);
         }
     } else if (ucs_unlikely(n < 0)) {
-        uct_rc_tm_iface_cq_failed(iface, "receive", -n);
+        uct_rc_tm_iface_poll_failed(iface, "receive", -n);
     } else if (ucs_unlikely(iface->rx.posted == 0)) {
         /* The user held every buffer (UCX_RC_TM_RX_MAX_BUFS): no message
          * can arrive to trigger the refill, so take back what was returned */
@@ -218,7 +243,7 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
         uct_rc_tm_iface_handle_send_wc(iface, &wc[i]);
     }
     if (ucs_unlikely(n < 0)) {
-        uct_rc_tm_iface_cq_failed(iface, "send", -n);
+        uct_rc_tm_iface_poll_failed(iface, "send", -n);
     } else if (n > 0) {
         count += n;
     } else if (ucs_unlikely(cqs_empty && !ucs_list_is_empty(&iface->closing))) {

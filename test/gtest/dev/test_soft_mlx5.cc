@@ -449,3 +449,108 @@ TEST_F(soft_mlx5_small_cq, list_ops_and_arrivals_overrun_the_receive_cq)
     ASSERT_EQ(0, softnic_test_step_op(r.srq));
     EXPECT_LT(tm_dev_poll_cq(r.cq, 8, wc), 0);
 }
+
+
+/* ----- issue 36 item 3: a CQE the provider cannot parse ----- */
+
+/* mlx5_start_poll / mlx5_next_poll return CQ_POLL_ERR (-2) for a CQE
+ * mlx5_parse_cqe fails on, and consume it; later CQEs are polled as usual
+ * (providers/mlx5/cq.c).  Through the device layer: an error, not a count. */
+TEST_F(soft_mlx5, unparseable_cqe_fails_the_poll_with_minus_2_and_is_consumed)
+{
+    struct ibv_cq_ex *ex = r.cq->cq;
+    struct ibv_poll_cq_attr attr = {};
+
+    manual();
+    r.post_rbufs(2, 64, 100);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "a"), 1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "b"), 2));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    softnic_test_push_unparseable_cqe(tm_dev_ibv_srq(r.srq));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(3u, softnic_test_cq_pending(ex));
+
+    /* in a batch: next_poll fails, end_poll consumes it */
+    ASSERT_EQ(0, ibv_start_poll(ex, &attr));
+    EXPECT_EQ(100u, ex->wr_id);
+    EXPECT_EQ(-2, ibv_next_poll(ex));
+    ibv_end_poll(ex);
+    EXPECT_EQ(1u, softnic_test_cq_pending(ex));
+    ASSERT_EQ(0, ibv_start_poll(ex, &attr));
+    EXPECT_EQ(101u, ex->wr_id);
+    ibv_end_poll(ex);
+
+    /* first: start_poll fails, and it is consumed without end_poll */
+    softnic_test_push_unparseable_cqe(tm_dev_ibv_srq(r.srq));
+    EXPECT_EQ(-2, ibv_start_poll(ex, &attr));
+    EXPECT_EQ(0u, softnic_test_cq_pending(ex));
+    EXPECT_EQ(ENOENT, ibv_start_poll(ex, &attr));
+
+    /* the device layer: an error, once, never a count */
+    softnic_test_push_unparseable_cqe(tm_dev_ibv_srq(r.srq));
+    tm_dev_wc_t wc[8];
+    EXPECT_EQ(-EBADMSG, tm_dev_poll_cq(r.cq, 8, wc));
+    EXPECT_EQ(0, tm_dev_poll_cq(r.cq, 8, wc));
+}
+
+/* mlx5's ibv_poll_cq (poll_cq) returns -2 as well, and what it read before
+ * the CQE in that call is consumed with it */
+TEST_F(soft_mlx5, unparseable_cqe_fails_ibv_poll_cq_with_what_it_read)
+{
+    struct ibv_cq_ex *ex = r.cq->cq;
+    struct ibv_wc wc[4];
+
+    manual();
+    r.post_rbufs(2, 64, 100);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "a"), 1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "b"), 2));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    softnic_test_push_unparseable_cqe(tm_dev_ibv_srq(r.srq));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+
+    EXPECT_EQ(-2, ibv_poll_cq(ibv_cq_ex_to_cq(ex), 4, wc));
+    ASSERT_EQ(1, ibv_poll_cq(ibv_cq_ex_to_cq(ex), 4, wc));
+    EXPECT_EQ(101u, wc[0].wr_id);
+}
+
+
+/* ----- issue 36 item 5: a responder error on a QP with a send queue ----- */
+
+/* The receiving QP has a send queue, and its sends complete on the SRQ's
+ * CQ too (as a passive connection's do in rc_tm).  Its responder error
+ * (here the rendezvous it cannot serve) carries the wr_id of the untagged
+ * buffer the CQE names, which is consumed, as mlx5_parse_cqe's RESP_ERR on
+ * an SRQ gives srq->wrid[wqe_counter] and frees it; its own sends carry
+ * theirs.  Opcode 0 for both. */
+TEST_F(soft_pair, responder_error_on_a_send_qp_names_the_srq_buffer)
+{
+    tm_dev_conn_t *xs = s.create_conn(), *xr = r.create_conn();
+    ASSERT_NO_FATAL_FAILURE(connect_qp(s, tm_dev_ibv_qp(xs), r,
+                                       tm_dev_conn_qp_num(xr)));
+    ASSERT_NO_FATAL_FAILURE(connect_qp(r, tm_dev_ibv_qp(xr), s,
+                                       tm_dev_conn_qp_num(xs)));
+    const uint32_t len = 5000;
+    char *src = s.alloc(len);
+
+    r.post_rbufs(4, 256, 100);
+    ASSERT_EQ(0, s.send(xs, rndv_msg(7, 9, src, s.mr->rkey, len), 1));
+    ASSERT_EQ(0, r.send(xr, tm_msg(IBV_TMH_NO_TAG, 0, 0, "x"), 55));
+
+    tm_dev_wc_t wc;
+    bool rx_error = false, tx_done = false;
+    while ((!rx_error || !tx_done) && r.next(&wc)) {
+        ASSERT_EQ(IBV_WC_SEND, wc.opcode);
+        ASSERT_EQ(tm_dev_conn_qp_num(xr), wc.qp_num);
+        if (wc.wr_id == 55) {
+            tx_done = true;     /* its own send: sent, or flushed */
+        } else {
+            EXPECT_FALSE(rx_error);
+            EXPECT_NE(IBV_WC_SUCCESS, wc.status);
+            EXPECT_EQ(100u, wc.wr_id) << "the SRQ buffer the CQE names";
+            rx_error = true;
+        }
+    }
+    EXPECT_TRUE(rx_error);
+    EXPECT_TRUE(tx_done);
+    EXPECT_EQ(3u, softnic_test_free_rbufs(r.srq)) << "that buffer is used";
+}

@@ -35,7 +35,12 @@ struct fake_wc {
     uint32_t              vendor_err;
     uint64_t              tag;
     uint32_t              priv;
+    bool                  bad;   /* mlx5_parse_cqe fails on it */
 };
+
+/* What mlx5's poll calls return for a CQE they cannot parse (cq.c
+ * CQ_POLL_ERR); they consume it */
+const int CQ_POLL_ERR = -2;
 
 struct fake_cq {
     struct ibv_cq_ex      cq;
@@ -68,6 +73,10 @@ int fake_start(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *)
     if (g_fake->pos >= g_fake->wcs.size()) {
         return ENOENT;
     }
+    if (cur().bad) {
+        ++g_fake->pos;
+        return CQ_POLL_ERR;
+    }
     load(cq);
     return 0;
 }
@@ -83,6 +92,10 @@ int fake_next(struct ibv_cq_ex *cq)
     }
     if (g_fake->pos >= g_fake->wcs.size()) {
         return ENOENT;
+    }
+    if (cur().bad) {
+        ++g_fake->pos;
+        return CQ_POLL_ERR;
     }
     load(cq);
     return 0;
@@ -116,6 +129,10 @@ int fake_poll_cq(struct ibv_cq *, int num, struct ibv_wc *wc)
     int n = 0;
 
     for (; (n < num) && (g_fake->pos < g_fake->wcs.size()); ++n) {
+        if (cur().bad) {
+            ++g_fake->pos;      /* as mlx5's poll_cq: those read are lost */
+            return CQ_POLL_ERR;
+        }
         memset(&wc[n], 0, sizeof(wc[n]));
         wc[n].wr_id      = cur().wr_id;
         wc[n].status     = cur().status;
@@ -160,6 +177,7 @@ protected:
         m_cq.dev  = &m_dev.super;
         m_cq.cq   = &m_fake.cq;
         m_cq.tm   = 1;          /* an SRQ's CQ: the extended reads */
+        m_cq.err  = 0;
     }
 
     void TearDown() override { g_fake = NULL; }
@@ -168,8 +186,14 @@ protected:
              enum ibv_wc_status status = IBV_WC_SUCCESS, uint32_t len = 0,
              uint64_t tag = 0, uint32_t priv = 0, uint32_t vendor_err = 0) {
         fake_wc wc = {wr_id, status, opcode, flags, len, 0x77, vendor_err,
-                      tag, priv};
+                      tag, priv, false};
         m_fake.wcs.push_back(wc);
+    }
+
+    /* A CQE the provider cannot parse, with what it would read as */
+    void add_bad(uint64_t wr_id) {
+        add(wr_id, IBV_WC_RECV);
+        m_fake.wcs.back().bad = true;
     }
 
     int poll(int max, tm_dev_wc_t *wc) {
@@ -348,6 +372,67 @@ TEST_F(verbs_poll, next_poll_error_returns_what_was_read)
     EXPECT_EQ(1u, wc[0].wr_id);
     EXPECT_EQ(1, m_fake.ends) << "a started batch must be ended";
     EXPECT_TRUE(log.contains("ibv_next_poll"));
+    EXPECT_EQ(-EIO, poll(4, wc)) << "the error is the next poll's";
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(3u, wc[0].wr_id);
+}
+
+/* Issue 36 item 3: mlx5's start_poll fails with CQ_POLL_ERR (-2) on a CQE
+ * it cannot parse, and consumes it.  An error, never a count of 2; no
+ * end_poll; the next poll goes on after it. */
+TEST_F(verbs_poll, start_poll_parse_error_is_an_error_not_a_count)
+{
+    tm_dev_wc_t wc[4];
+
+    add_bad(1);
+    add(2, IBV_WC_RECV, 0, IBV_WC_SUCCESS, 16);
+
+    log_capture log;
+    EXPECT_EQ(-EBADMSG, poll(4, wc));
+    EXPECT_EQ(0, m_fake.ends);
+    EXPECT_TRUE(log.contains("ibv_start_poll"));
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(2u, wc[0].wr_id);
+    EXPECT_EQ(1, m_fake.ends);
+}
+
+/* ... the same from next_poll: what was read before goes now, the batch is
+ * ended, and the next poll returns the error, once */
+TEST_F(verbs_poll, next_poll_parse_error_is_the_next_polls_error)
+{
+    tm_dev_wc_t wc[4];
+
+    add(1, IBV_WC_RECV, 0, IBV_WC_SUCCESS, 16);
+    add_bad(2);
+    add(3, IBV_WC_RECV, 0, IBV_WC_SUCCESS, 16);
+
+    log_capture log;
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(1u, wc[0].wr_id);
+    EXPECT_EQ(1, m_fake.ends);
+    EXPECT_TRUE(log.contains("ibv_next_poll"));
+    EXPECT_EQ(-EBADMSG, poll(4, wc));
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(3u, wc[0].wr_id);
+    EXPECT_EQ(0, poll(4, wc));
+}
+
+/* ... and from ibv_poll_cq on a send CQ (mlx5's poll_cq returns -2, the
+ * completions it read before in the call lost with it) */
+TEST_F(verbs_poll, send_cq_parse_error_is_an_error_not_a_count)
+{
+    tm_dev_wc_t wc[4];
+
+    m_cq.tm = 0;
+    add(1, IBV_WC_SEND);
+    add_bad(2);
+    add(3, IBV_WC_SEND);
+
+    log_capture log;
+    EXPECT_EQ(-EBADMSG, poll(4, wc));
+    EXPECT_TRUE(log.contains("ibv_poll_cq"));
+    ASSERT_EQ(1, poll(4, wc));
+    EXPECT_EQ(3u, wc[0].wr_id);
 }
 
 /* List operations concern no connection: their qp_num is not read (0), a

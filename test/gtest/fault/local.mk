@@ -1,7 +1,7 @@
 # Faults: killed peers in the middle of rendezvous (UCT, and UCP with peer
 # error handling), receive resources exhausted, invalid rkeys, malformed
-# wire headers from a peer that speaks to the device directly
-# (docs/testing.md).
+# wire headers from a peer that speaks to the device directly, faults the
+# receive CQ reports (docs/testing.md).
 check_PROGRAMS += test/gtest/fault/test_fault
 TESTS          += test/gtest/fault/test_fault
 test_gtest_fault_test_fault_SOURCES = \
@@ -11,6 +11,7 @@ test_gtest_fault_test_fault_SOURCES = \
 	test/gtest/fault/test_fault.cc \
 	test/gtest/fault/test_fault_rx.cc \
 	test/gtest/fault/test_fault_wire.cc \
+	test/gtest/fault/test_fault_cq.cc \
 	test/gtest/fault/test_fault_ucp.cc
 test_gtest_fault_test_fault_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_gtest_fault_test_fault_LDADD = \
