@@ -68,7 +68,7 @@ static int sn_proc_stat(pid_t pid, char *state, uint64_t *start_time)
     char path[64], buf[1024], *p;
     unsigned long long st;
     ssize_t n;
-    int fd, field;
+    int fd, field, ret;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -76,9 +76,10 @@ static int sn_proc_stat(pid_t pid, char *state, uint64_t *start_time)
         return errno;
     }
     n = read(fd, buf, sizeof(buf) - 1);
+    ret = (n < 0) ? errno : ESRCH;  /* nothing to read: the process is gone */
     close(fd);
     if (n <= 0) {
-        return EIO;
+        return ret;
     }
     buf[n] = '\0';
 
@@ -118,14 +119,18 @@ int sn_proc_self(sn_proc_id_t *id)
 }
 
 /* Alive: same pid and start time (any, when start_time is NULL), and not
- * a zombie (which never answers) */
+ * a zombie (which never answers).  Only a process that is no more is dead:
+ * a /proc read that fails for another reason (no file descriptor left,
+ * memory) says nothing, and the next check asks again. */
 static bool sn_pid_alive(uint32_t pid, const uint64_t *start_time)
 {
     uint64_t st;
     char state;
+    int ret;
 
-    if (sn_proc_stat((pid_t)pid, &state, &st) != 0) {
-        return false;
+    ret = sn_proc_stat((pid_t)pid, &state, &st);
+    if (ret != 0) {
+        return (ret != ENOENT) && (ret != ESRCH);
     }
     return ((start_time == NULL) || (st == *start_time)) &&
            (state != 'Z') && (state != 'X');

@@ -41,10 +41,11 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops),
      UCS_CONFIG_TYPE_ULUNITS},
 
-    {"SRQ_DEPTH", "4095",
+    {"SRQ_DEPTH", "1024",
      "Number of untagged receive buffers in the tag-matching SRQ; at least 33,\n"
-     "which a mlx5 tag-matching SRQ needs. The default is UCX's RC receive\n"
-     "queue (UCX_RC_RX_QUEUE_LEN); each buffer is UCX_RC_TM_SEG_SIZE bytes.",
+     "which a mlx5 tag-matching SRQ needs. Each buffer is UCX_RC_TM_SEG_SIZE\n"
+     "bytes, all posted at once: 1024 pin 8 MiB per interface (UCX's RC\n"
+     "receive queue, UCX_RC_RX_QUEUE_LEN=4095, pins 33 MiB).",
      ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
 
     {"PKEY", "auto",

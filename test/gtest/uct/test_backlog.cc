@@ -62,8 +62,8 @@ protected:
 TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
 {
     open();
-    /* a send queue's worth (256 WRs) of these overfills the ring */
-    const size_t size = 4096;
+    /* half a send queue (256 WRs) of these overfills the ring twice */
+    const size_t size = 8000;
     std::vector<std::vector<char>> datas;
     for (unsigned i = 0; i < 1024; ++i) {
         datas.push_back(payload(i, size));
@@ -71,7 +71,8 @@ TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
     unsigned sent = burst(datas.size(), [&](unsigned i) {
         return uct_ep_tag_eager_bcopy(ep(), 0x100 + i, i, pack, &datas[i], 0);
     });
-    ASSERT_GT(sent * size, 2 * RING_BYTES) << "the burst fits the ring";
+    ASSERT_GT(sent * size, 2 * RING_BYTES)
+        << sent << " sends: the burst fits the ring";
 
     ASSERT_TRUE(progress_until(m_receiver, [&] {
         return m_receiver.unexpected.size() >= sent;
@@ -89,7 +90,7 @@ TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
 TEST_F(rc_tm_backlog, eager_bcopy_expected)
 {
     open();
-    const size_t size  = 4096;    /* 256 WRs of these overfill the ring */
+    const size_t size  = 8000;    /* 128 of these overfill the ring twice */
     const unsigned max = 2048;
     std::vector<std::unique_ptr<mapped_buffer>> bufs;
     std::vector<tag_recv> recvs(max);
@@ -105,7 +106,8 @@ TEST_F(rc_tm_backlog, eager_bcopy_expected)
     unsigned sent = burst(max, [&](unsigned i) {
         return uct_ep_tag_eager_bcopy(ep(), 0x200 + i, 0, pack, &datas[i], 0);
     });
-    ASSERT_GT(sent * size, 2 * RING_BYTES);
+    ASSERT_GT(sent * size, 2 * RING_BYTES)
+        << sent << " sends: the burst fits the ring";
 
     ASSERT_TRUE(progress_until(m_receiver, [&] {
         for (unsigned i = 0; i < sent; ++i) {
@@ -133,8 +135,8 @@ TEST_F(rc_tm_backlog, am_and_put_in_order)
 {
     open();
     /* half a send queue (256 WRs) of these, a put before each, overfills
-     * the ring */
-    const size_t size = 7000;
+     * the ring twice */
+    const size_t size = 8000;
     const unsigned max = 600;
     mapped_buffer target(m_component, m_md, max * sizeof(uint64_t), 0);
     std::vector<std::vector<char>> datas;
@@ -155,7 +157,8 @@ TEST_F(rc_tm_backlog, am_and_put_in_order)
         }
         return uct_ep_am_bcopy(ep(), 1, pack, &datas[i], 0);
     });
-    ASSERT_GT(sent * size, 2 * RING_BYTES);
+    ASSERT_GT(sent * size, 2 * RING_BYTES)
+        << sent << " sends: the burst fits the ring";
 
     ASSERT_TRUE(progress_until(m_receiver, [&] {
         return m_receiver.am_received.size() >= sent;

@@ -20,6 +20,10 @@ using namespace rc_tm_test;
 
 namespace {
 
+/* The device address is magic, link layer, LID (2), GID (16), P_Key (2)
+ * (src/dev/verbs/verbs_dev.h): another port differs in the GID's last byte */
+const size_t GID_LAST_BYTE = 4 + 16 - 1;
+
 class rc_tm_wireup : public uct_fixture {
 protected:
     std::vector<char> device_address(entity &e)
@@ -61,7 +65,7 @@ TEST_F(rc_tm_wireup, is_reachable_honours_the_scope)
 
     /* Another port of the same subnet: reachable, not this device */
     std::vector<char> other(dev);
-    other.back() ^= 0x5a;         /* the GID's last byte: another port */
+    other.at(GID_LAST_BYTE) ^= 0x5a;    /* another port */
     params.device_addr = (const uct_device_addr_t*)other.data();
     params.field_mask |= UCT_IFACE_IS_REACHABLE_FIELD_INFO_STRING |
                          UCT_IFACE_IS_REACHABLE_FIELD_INFO_STRING_LENGTH;
@@ -102,7 +106,7 @@ TEST_F(rc_tm_wireup, ep_is_connected_to_its_peer_endpoint_only)
 
     /* The same endpoint address on another device: not this peer */
     std::vector<char> other(dev);
-    other.back() ^= 0x5a;
+    other.at(GID_LAST_BYTE) ^= 0x5a;
     params.device_addr = (const uct_device_addr_t*)other.data();
     EXPECT_FALSE(uct_ep_is_connected(m_sender.eps[1], &params));
 
