@@ -120,11 +120,13 @@ enum {
 /* The device layer's objects: each wraps the rdma-core object it owns */
 struct tm_dev {
     char                name[TM_DEV_NAME_MAX];
+    int                 fatal;  /* IBV_EVENT_DEVICE_FATAL was read */
 };
 
 struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;
                      int tm; /* an SRQ's: TM information to read */
-                     int err; /* a failed ibv_next_poll, for the next poll */ };
+                     int err; /* a failed ibv_next_poll, for the next poll */
+                     int failed; /* IBV_EVENT_CQ_ERR was read for it */ };
 struct tm_dev_srq  { tm_dev_t *dev; struct ibv_srq *srq; };
 /* A connection is two RC QPs on the TM-SRQ, as UCX's rc_mlx5 makes them:
  * qp sends; rx_qp has no send queue, and the peer's sends go to it (the
@@ -243,10 +245,27 @@ static inline int tm_dev_post_srq_recv(tm_dev_srq_t *srq,
 
 /* Reads and acknowledges the device's pending asynchronous events, without
  * waiting; marks the connections whose QPs reached their last WQE
- * (tm_dev_conn_drained).  Returns how many it read.  Every event read is
- * acknowledged at once: rdma-core's destroy of a QP waits forever for the
- * events read for it but not acknowledged. */
+ * (tm_dev_conn_drained), the CQs in error (tm_dev_cq_failed) and a device
+ * that failed (tm_dev_failed), and reads a port that changed again.
+ * Returns how many it read.  Every event read is acknowledged at once:
+ * rdma-core's destroy of a QP waits forever for the events read for it
+ * but not acknowledged.  Any thread's read marks them for all. */
 unsigned tm_dev_progress_events(tm_dev_t *dev);
+
+/* A CQ in error: on mlx5 an overrun CQ (or one the NIC failed) delivers
+ * nothing more, and its polls do not say so: IBV_EVENT_CQ_ERR, as
+ * tm_dev_progress_events() read it, is the only sign.  Completions are
+ * lost for every QP that completes there. */
+static inline int tm_dev_cq_failed(tm_dev_cq_t *cq)
+{
+    return __atomic_load_n(&cq->failed, __ATOMIC_ACQUIRE);
+}
+
+/* IBV_EVENT_DEVICE_FATAL was read: nothing of the device works any more */
+static inline int tm_dev_failed(tm_dev_t *dev)
+{
+    return __atomic_load_n(&dev->fatal, __ATOMIC_ACQUIRE);
+}
 
 
 /* ---- Connections ---- */

@@ -1,8 +1,14 @@
 /*
  * Software NIC: asynchronous events.
  *
- * Besides the port's events (softnic_port.c), the one event the NIC
- * raises is IBV_EVENT_QP_LAST_WQE_REACHED: a QP
+ * Besides the port's events (softnic_port.c), the NIC raises two:
+ *  - IBV_EVENT_CQ_ERR, once, when a CQ overruns (sn_cq_overrun).  On mlx5
+ *    that is the only sign: the kernel reports the CQ's error event
+ *    (drivers/infiniband/hw/mlx5/cq.c mlx5_ib_cq_event), while the
+ *    provider's poll only checks the CQEs' ownership (providers/mlx5/cq.c
+ *    get_sw_cqe), so the CQ just delivers nothing more.  Its polls do not
+ *    fail.
+ *  - IBV_EVENT_QP_LAST_WQE_REACHED: a QP
  * attached to an SRQ (all of ours are) that entered the error state will
  * take nothing more from the SRQ, and every completion of what it took is
  * on the CQs.  On a NIC the event comes after the state change, once the
@@ -30,6 +36,52 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* sn_cq_t::overrun */
+enum {
+    SN_CQ_ERR_NONE,         /* delivering */
+    SN_CQ_ERR_RAISED,       /* overran: IBV_EVENT_CQ_ERR waits to be read */
+    SN_CQ_ERR_READ          /* ... and software read it */
+};
+
+/* A full CQ overran (from the NIC's work, which may not hold the context's
+ * lock): it takes no more entries, and its error event is raised once */
+void sn_cq_overrun(sn_cq_t *cq)
+{
+    int none = SN_CQ_ERR_NONE;
+
+    if (__atomic_compare_exchange_n(&cq->overrun, &none, SN_CQ_ERR_RAISED,
+                                    false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED)) {
+        sn_warn("CQ %p overrun: more completions than its %u entries",
+                (void*)cq, cq->depth);
+    }
+}
+
+/* A CQ's error event not read yet (the context's lock held: a CQ leaves
+ * ctx->cqs, with its unread event, when it is destroyed) */
+static bool sn_cq_err_event_get(sn_context_t *ctx,
+                                struct ibv_async_event *event)
+{
+    int raised;
+    sn_list_t *it;
+    sn_cq_t *cq;
+
+    for (it = ctx->cqs.next; it != &ctx->cqs; it = it->next) {
+        cq     = sn_container_of(it, sn_cq_t, link);
+        raised = SN_CQ_ERR_RAISED;
+        if (__atomic_compare_exchange_n(&cq->overrun, &raised,
+                                        SN_CQ_ERR_READ, false,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            memset(event, 0, sizeof(*event));
+            event->event_type = IBV_EVENT_CQ_ERR;
+            event->element.cq = ibv_cq_ex_to_cq(&cq->ex);
+            return true;
+        }
+    }
+    return false;
+}
 
 /* From the device's progress: raises the event when the QP's last work
  * is done */
@@ -59,7 +111,8 @@ int softnic_get_async_event(struct ibv_context *context,
     sn_qp_t *qp;
 
     sn_ctx_lock(ctx);           /* the engine raises them */
-    if (sn_port_event_get(ctx, event)) {    /* nothing to acknowledge */
+    if (sn_port_event_get(ctx, event) ||   /* nothing to acknowledge */
+        sn_cq_err_event_get(ctx, event)) {
         sn_ctx_unlock(ctx);
         return 0;
     }
@@ -80,7 +133,16 @@ int softnic_get_async_event(struct ibv_context *context,
 void softnic_ack_async_event(struct ibv_async_event *event)
 {
     struct ibv_qp *qp = event->element.qp;
+    struct ibv_cq *cq = event->element.cq;
 
+    if (event->event_type == IBV_EVENT_CQ_ERR) {
+        /* as libibverbs counts it (ibv_destroy_cq waits for the count) */
+        pthread_mutex_lock(&cq->mutex);
+        ++cq->async_events_completed;
+        pthread_cond_signal(&cq->cond);
+        pthread_mutex_unlock(&cq->mutex);
+        return;
+    }
     if (event->event_type != IBV_EVENT_QP_LAST_WQE_REACHED) {
         return;
     }

@@ -13,9 +13,12 @@
  * up to ready (acquire) and giving them back (head, release), as a NIC's
  * CQ is shared with its driver.
  *
- * The NIC does not wait for room in a CQ: a full one overruns, which is
- * fatal to it (every later poll fails), as on a NIC.  Software sizes its
- * CQs for every completion it may have outstanding.
+ * The NIC does not wait for room in a CQ: a full one overruns, as on a
+ * NIC.  mlx5's poll only reads CQEs that software owns, so an overrun CQ
+ * is not seen there: it just delivers nothing more (what it held before
+ * is still polled), and the only signal is IBV_EVENT_CQ_ERR on the async
+ * events (softnic_async.c).  Software sizes its CQs for every completion
+ * it may have outstanding.
  *
  * rdma-core's mlx5 provider does part of the tag-matching work when a
  * completion is polled (a receive's wr_id, freeing list handles, SYNC_REQ):
@@ -114,17 +117,6 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
     return __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
 }
 
-/* A full CQ overran: fatal to it, as on a NIC (IBV_EVENT_CQ_ERR there);
- * its polls fail from now on */
-void sn_cq_overrun(sn_cq_t *cq)
-{
-    if (!sn_cq_is_overrun(cq)) {
-        sn_error("CQ %p overrun: more completions than its %u entries",
-                 (void *)cq, cq->depth);
-        __atomic_store_n(&cq->overrun, true, __ATOMIC_RELAXED);
-    }
-}
-
 /* The polled entry: what the provider does at poll for a TM completion is
  * done now, once (cur only moves forward); SN_CQ_POLL_ERR when the provider
  * could not parse it */
@@ -153,9 +145,6 @@ static int sn_start_poll(struct ibv_cq_ex *ex, struct ibv_poll_cq_attr *attr)
         return EINVAL;
     }
     ready = sn_cq_poll_prepare(cq);
-    if (sn_unlikely(sn_cq_is_overrun(cq))) {
-        return EIO;
-    }
     if (cq->head == ready) {
         return ENOENT;
     }
@@ -243,10 +232,7 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
     int n;
 
     ready = sn_cq_poll_prepare(cq);
-    if (sn_unlikely(sn_cq_is_overrun(cq))) {
-        return -1;
-    }
-    head = cq->head;
+    head  = cq->head;
     for (n = 0; (n < num_entries) && (head != ready); ++n) {
         cqe = &cq->cqe[head++ & (cq->depth - 1)];
         if (cqe->kind != SN_CQE_PLAIN) {
@@ -296,6 +282,20 @@ void softnic_test_push_unparseable_cqe(struct ibv_srq *ibv_srq)
     if (ctx->threaded) {
         sn_ctx_publish(ctx);
     }
+    sn_ctx_unlock(ctx);
+    sn_ctx_kick(ctx, false);
+}
+
+void softnic_test_overrun_cq(struct ibv_srq *ibv_srq)
+{
+    sn_context_t *ctx;
+
+    if (!sn_is_softnic(ibv_srq->context)) {
+        return;
+    }
+    ctx = sn_ctx(ibv_srq->context);
+    sn_ctx_lock(ctx);
+    sn_cq_overrun(sn_srq(ibv_srq)->cq);
     sn_ctx_unlock(ctx);
     sn_ctx_kick(ctx, false);
 }

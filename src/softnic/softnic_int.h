@@ -283,7 +283,7 @@ struct sn_cq {
     sn_list_t          send_qps;     /* QPs whose send completions come here */
     sn_list_t          send_busy;    /* those with send-side work: a poll
                                         looks at these only */
-    bool               overrun;      /* it overflowed: in error for good */
+    int                overrun;      /* SN_CQ_ERR_* (softnic_async.c) */
     sn_cqe_t           lost;         /* where entries past an overrun go */
 };
 
@@ -647,7 +647,7 @@ static inline void sn_cq_publish(sn_cq_t *cq)
 
 static inline bool sn_cq_is_overrun(const sn_cq_t *cq)
 {
-    return __atomic_load_n(&cq->overrun, __ATOMIC_RELAXED);
+    return __atomic_load_n(&cq->overrun, __ATOMIC_RELAXED) != 0;
 }
 
 /* The device's work for a CQ (softnic_cq.c): how much was done */
@@ -658,7 +658,7 @@ void sn_cq_overrun(sn_cq_t *cq);
 void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num);
 
 /* The next entry to write.  The NIC does not wait for room: a full CQ
- * overruns, which is fatal to it, as on a NIC (the entry goes nowhere) */
+ * overruns, as on a NIC (this entry and every later one go nowhere) */
 static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
 {
     sn_cqe_t *cqe;

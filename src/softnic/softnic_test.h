@@ -163,6 +163,10 @@ unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
  * that is not tag matching ...): the poll call that reaches it fails with
  * -2 and consumes it, as mlx5's CQ_POLL_ERR (softnic_cq.c) */
 void softnic_test_push_unparseable_cqe(struct ibv_srq *srq);
+/* The CQ of srq's completions overruns, as one sized short of the worst
+ * case does when the NIC writes a completion past its depth: that one and
+ * every later one are lost, and IBV_EVENT_CQ_ERR is raised (softnic_cq.c) */
+void softnic_test_overrun_cq(struct ibv_srq *srq);
 
 /* What a subnet manager sets on port 1: its LID, active MTU and (npkeys
  * non-zero) P_Key table, host order */

@@ -263,8 +263,25 @@ static void tm_verbs_async_event(tm_verbs_dev_t *dev,
         tm_verbs_port_refresh(dev);
         break;
     case IBV_EVENT_CQ_ERR:
-    case IBV_EVENT_SRQ_ERR:
+        /* the CQ delivers nothing more (an overrun, on mlx5): its owner
+         * learns it from the mark */
+        tm_dev_error("verbs: %s: CQ %p: %s", dev->super.name,
+                     event->element.cq->cq_context,
+                     ibv_event_type_str(event->event_type));
+        if (event->element.cq->cq_context != NULL) {
+            __atomic_store_n(&((tm_dev_cq_t*)event->element.cq->cq_context)
+                             ->failed, 1, __ATOMIC_RELEASE);
+        }
+        break;
     case IBV_EVENT_DEVICE_FATAL:
+        tm_dev_error("verbs: %s: %s", dev->super.name,
+                     ibv_event_type_str(event->event_type));
+        __atomic_store_n(&dev->super.fatal, 1, __ATOMIC_RELEASE);
+        break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_PORT_ERR:
+        /* UCX only logs these: a port's connections fail by their own
+         * completions (retries exceeded) */
         tm_dev_warn("verbs: %s: %s", dev->super.name,
                     ibv_event_type_str(event->event_type));
         break;

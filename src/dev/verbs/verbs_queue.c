@@ -37,6 +37,7 @@ int tm_dev_create_cq(tm_dev_t *tdev, unsigned depth, tm_dev_cq_t **cq_p)
         return ENOMEM;
     }
 
+    attr.cq_context = cq;   /* what its IBV_EVENT_CQ_ERR names */
     errno  = 0;
     cq->cq = ibv_create_cq_ex(dev->ctx, &attr);
     if (cq->cq == NULL) {
@@ -168,8 +169,8 @@ static int tm_verbs_poll_cq_plain(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
                     (max < TM_VERBS_POLL_MAX) ? max : TM_VERBS_POLL_MAX,
                     ibv_wc);
     if (tm_unlikely(n < 0)) {
-        /* mlx5 (poll_cq) then also drops what it read before in the call;
-         * the software NIC's overrun CQ returns -1: dead for good */
+        /* mlx5 (poll_cq) then also drops what it read before in the
+         * call; an overrun CQ does not fail its polls (IBV_EVENT_CQ_ERR) */
         return (n == TM_VERBS_CQ_POLL_ERR) ?
                tm_verbs_poll_error(cq, "ibv_poll_cq", n) : -EIO;
     }

@@ -47,7 +47,6 @@ static void uct_rc_tm_ep_complete_ops(uct_rc_tm_ep_t *ep, uint64_t upto_sn,
 UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
                                             enum ibv_wc_status wc_status)
 {
-    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
     ucs_status_t status;
 
     if (ep->status != UCS_OK) {
@@ -60,6 +59,17 @@ UCS_F_NOINLINE void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep,
     ucs_log((wc_status == IBV_WC_WR_FLUSH_ERR) ? UCS_LOG_LEVEL_DEBUG :
             UCS_LOG_LEVEL_ERROR, "rc_tm: ep %p qp 0x%x failed: %s", ep,
             ep->qp_num, ibv_wc_status_str(wc_status));
+    uct_rc_tm_ep_fail(ep, status);
+}
+
+/* The connection fails with status (the caller said why) */
+UCS_F_NOINLINE void uct_rc_tm_ep_fail(uct_rc_tm_ep_t *ep, ucs_status_t status)
+{
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+
+    if (ep->status != UCS_OK) {
+        return;
+    }
     ep->status = status;
     /* Everything still queued completes with the error, and so do the
      * rendezvous sends waiting for this peer's FIN */

@@ -166,6 +166,7 @@ void uct_rc_tm_ep_handle_send_wc(uct_rc_tm_ep_t *ep, const tm_dev_wc_t *wc);
 /* The connection failed (either of its QPs): everything outstanding on it
  * completes with the error, and the user hears of it */
 void uct_rc_tm_ep_set_failed(uct_rc_tm_ep_t *ep, enum ibv_wc_status wc_status);
+void uct_rc_tm_ep_fail(uct_rc_tm_ep_t *ep, ucs_status_t status);
 
 uct_rc_tm_ep_t *uct_rc_tm_iface_passive_ep(uct_rc_tm_iface_t *iface,
                                            uint32_t qp_num);

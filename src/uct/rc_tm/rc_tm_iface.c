@@ -564,6 +564,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->tx.ctl_eps);
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
     self->cq_failed             = 0;
+    self->events_countdown      = UCT_RC_TM_EVENTS_INTERVAL;
     ucs_list_head_init(&self->closing);
     ucs_arbiter_init(&self->arbiter);
 

@@ -28,6 +28,10 @@
 #include <matcher/tag_matcher.h>
 
 #define UCT_RC_TM_POLL_BATCH       16
+/* Progress calls between two reads of the device's asynchronous events
+ * (a CQ's error is the only sign of its overrun on mlx5): a NIC's read is
+ * a system call that finds nothing, almost always */
+#define UCT_RC_TM_EVENTS_INTERVAL  256
 #define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
 #define UCT_RC_TM_RNDV_HDR_LEN     (sizeof(struct ibv_tmh) + \
                                     sizeof(struct ibv_rvh))
@@ -228,7 +232,10 @@ typedef struct uct_rc_tm_iface {
     tm_dev_cq_t               *recv_cq;
     tm_dev_srq_t              *srq;
     khash_t(uct_rc_tm_qpn)    eps;      /* qp_num -> endpoint */
-    int                       cq_failed;/* a CQ overran: said once */
+    int                       cq_failed;/* a CQ or the device failed:
+                                           said once */
+    unsigned                  events_countdown; /* progress calls until the
+                                                   next read of events */
     ucs_list_link_t           closing;  /* connections of destroyed eps,
                                            until their completions are
                                            polled (rc_tm_ep.c) */

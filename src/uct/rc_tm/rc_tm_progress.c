@@ -144,32 +144,81 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     }
 }
 
+/* Every connection of the interface fails: what was lost (a completion,
+ * or every later one of a CQ in error) concerned some of them, and no one
+ * can tell which.  Said once; endpoints created since fail as well. */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_fail_all(uct_rc_tm_iface_t *iface, ucs_status_t status,
+                         const char *why)
+{
+    uct_rc_tm_ep_t *ep;
+
+    if (!iface->cq_failed) {
+        iface->cq_failed = 1;
+        ucs_error("rc_tm: %s: %s; every connection of the interface fails "
+                  "(%s)", iface->dev->name, why, ucs_status_string(status));
+    }
+    kh_foreach_value(&iface->eps, ep, {
+        uct_rc_tm_ep_fail(ep, status);
+    });
+}
+
 /* A poll failed.  A completion the provider could not parse (EBADMSG) is
  * lost, and with it what it said of some connection (a message, a list
- * operation, a send), which no one can tell: every connection fails, each
- * time; later completions still count.  A CQ that failed (overran: a
- * NIC's is then dead, every later poll fails) is said once. */
+ * operation, a send): every connection fails, each time; later
+ * completions still count.  No other error is known of mlx5's poll (an
+ * overrun CQ does not fail it: uct_rc_tm_iface_check_events). */
 static UCS_F_NOINLINE void
 uct_rc_tm_iface_poll_failed(uct_rc_tm_iface_t *iface, const char *which,
                             int err)
 {
     uct_rc_tm_ep_t *ep;
 
-    if (err == EBADMSG) {
-        ucs_error("rc_tm: %s completion queue of %s: the provider lost a "
-                  "completion it could not parse; every connection of the "
-                  "interface fails", which, iface->dev->name);
-    } else if (iface->cq_failed) {
+    if (err != EBADMSG) {
+        ucs_error("rc_tm: %s completion queue of %s: poll failed: %s",
+                  which, iface->dev->name, strerror(err));
+        uct_rc_tm_iface_fail_all(iface, UCS_ERR_IO_ERROR,
+                                 "a completion queue failed");
         return;
-    } else {
-        iface->cq_failed = 1;
-        ucs_error("rc_tm: %s completion queue of %s failed: %s; every "
-                  "connection of the interface fails", which,
-                  iface->dev->name, strerror(err));
     }
+    ucs_error("rc_tm: %s completion queue of %s: the provider lost a "
+              "completion it could not parse; every connection of the "
+              "interface fails", which, iface->dev->name);
     kh_foreach_value(&iface->eps, ep, {
         uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
     });
+}
+
+/*
+ * Now and then, the device's asynchronous events: a CQ in error (on mlx5
+ * an overrun one delivers nothing more, and its polls do not say so: the
+ * kernel's IBV_EVENT_CQ_ERR is the only sign), a device that failed
+ * (DEVICE_FATAL), a port set anew, the last WQE of closing connections.
+ * Lost completions would leave every request waiting forever: the
+ * interface's connections fail instead, as UCX's ib device does on
+ * DEVICE_FATAL (uct_ib_device_async_event_dispatch_fatal, UCX 1.18).
+ * UCX only logs a CQ's error and PORT_ERR: a port's connections fail by
+ * their own completions.
+ */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_check_events(uct_rc_tm_iface_t *iface)
+{
+    iface->events_countdown = UCT_RC_TM_EVENTS_INTERVAL;
+    tm_dev_progress_events(iface->dev);
+    if (ucs_unlikely(tm_dev_failed(iface->dev))) {
+        uct_rc_tm_iface_fail_all(iface, UCS_ERR_IO_ERROR,
+                                 "the device failed (IBV_EVENT_DEVICE_FATAL)");
+    } else if (ucs_unlikely(tm_dev_cq_failed(iface->recv_cq))) {
+        uct_rc_tm_iface_fail_all(iface, UCS_ERR_IO_ERROR,
+                                 "the receive completion queue is in error "
+                                 "(IBV_EVENT_CQ_ERR: it overran?) and "
+                                 "delivers nothing more");
+    } else if (ucs_unlikely(tm_dev_cq_failed(iface->send_cq))) {
+        uct_rc_tm_iface_fail_all(iface, UCS_ERR_IO_ERROR,
+                                 "the send completion queue is in error "
+                                 "(IBV_EVENT_CQ_ERR: it overran?) and "
+                                 "delivers nothing more");
+    }
 }
 
 /* What a receive CQ completion is, by its TM opcode and flags (mlx5 reports
@@ -204,6 +253,10 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     tm_dev_wc_t wc[UCT_RC_TM_POLL_BATCH];
     unsigned count = 0;
     int cqs_empty, i, n;
+
+    if (ucs_unlikely(--iface->events_countdown == 0)) {
+        uct_rc_tm_iface_check_events(iface);
+    }
 
     n = tm_dev_poll_cq(iface->recv_cq, UCT_RC_TM_POLL_BATCH, wc);
     cqs_empty = (n == 0);

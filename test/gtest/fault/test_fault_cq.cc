@@ -181,3 +181,67 @@ TEST_F(rc_tm_fault_cq, responder_error_on_a_send_qp_gives_back_its_buffer)
                       << " of " << depth << " buffers";
     destroy_eps(m_sender);      /* the rendezvous' completion is ours */
 }
+
+/* Item 4: on mlx5 an overrun CQ just delivers nothing more (the provider's
+ * poll only checks ownership bits); IBV_EVENT_CQ_ERR on the async events
+ * is the only sign.  The interface reads those events from progress, now
+ * and then, and fails every connection it has with a clear error instead
+ * of leaving its requests waiting forever.  Here the receive CQ overruns
+ * before a message arrives: the message is lost, and the receiver's
+ * connection fails all the same. */
+TEST_F(rc_tm_fault_cq, overrun_receive_cq_fails_every_connection)
+{
+    open();
+    tm_dev_srq_t *srq;
+    device(m_receiver, &srq);
+    std::vector<char> data(100, 'o');
+    ucx_log_capture log;
+
+    softnic_test_overrun_cq(tm_dev_ibv_srq(srq));
+    ASSERT_EQ(100, uct_ep_am_bcopy(m_sender.eps[0], 1, pack_vector, &data,
+                                   0));
+    ASSERT_TRUE(wait_for([&] { return !m_receiver.ep_errors.empty(); }))
+            << "the receiver's connection did not fail" << log.text();
+    EXPECT_TRUE(log.has("IBV_EVENT_CQ_ERR")) << log.text();
+    EXPECT_EQ(UCS_ERR_IO_ERROR, m_receiver.ep_errors[0]);
+    EXPECT_TRUE(m_receiver.am_received.empty()) << "lost with the CQ";
+    EXPECT_TRUE(m_sender.ep_errors.empty()) << "its own CQs are fine";
+
+    /* A connection made since fails too: the CQ delivers nothing */
+    ASSERT_NO_FATAL_FAILURE(connect(m_sender, m_receiver));
+    ASSERT_TRUE(wait_for([&] { return m_receiver.ep_errors.size() == 2; }))
+            << "the new connection did not fail" << log.text();
+}
+
+/* Item 4: IBV_EVENT_DEVICE_FATAL fails everything of the device, as UCX's
+ * ib device fails the interfaces' endpoints then (UCX 1.18
+ * uct_ib_device_async_event_dispatch_fatal): an operation still owed
+ * completes with the error, and both interfaces (one device here) hear of
+ * it. */
+TEST_F(rc_tm_fault_cq, device_fatal_completes_what_is_owed_with_an_error)
+{
+    open();
+    tm_dev_t *dev = device(m_sender);
+    guarded_buffer sbuf(m_component, m_md, 256, 'f');
+    uct_iov_t iov = sbuf.iov(256);
+    test_completion comp;
+    ucx_log_capture log;
+
+    /* the message waits for the receiver's NIC, so its send is owed */
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(m_sender.eps[0], 1, NULL, 0,
+                                              &iov, 1, 0, &comp.comp));
+    softnic_test_port_t port = {};
+    port.mtu = IBV_MTU_4096;
+    ASSERT_EQ(0, softnic_test_port_event(tm_dev_ibv_context(dev), &port,
+                                         IBV_EVENT_DEVICE_FATAL));
+    ASSERT_TRUE(wait_for([&] { return comp.done != 0; }))
+            << "the send is still owed" << log.text();
+    EXPECT_EQ(UCS_ERR_IO_ERROR, comp.status);
+    EXPECT_TRUE(log.has("IBV_EVENT_DEVICE_FATAL")) << log.text();
+    ASSERT_TRUE(wait_for([&] {
+        return !m_sender.ep_errors.empty() && !m_receiver.ep_errors.empty();
+    })) << log.text();
+    EXPECT_EQ(UCS_ERR_IO_ERROR, m_sender.ep_errors[0]);
+    EXPECT_EQ(UCS_ERR_IO_ERROR, m_receiver.ep_errors[0]);
+}
