@@ -47,6 +47,7 @@ typedef struct tm_dev_info {
     char                 name[TM_DEV_NAME_MAX];  /* "mlx5_0", "soft" */
     const tm_verbs_lib_t *lib;                   /* what opens it: libibverbs
                                                     or the software NIC */
+    int                  soft;                   /* it is the software NIC */
 } tm_dev_info_t;
 
 
@@ -121,6 +122,7 @@ enum {
 struct tm_dev {
     char                name[TM_DEV_NAME_MAX];
     int                 fatal;  /* IBV_EVENT_DEVICE_FATAL was read */
+    uint8_t             port_num;   /* the active port it uses */
 };
 
 struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;

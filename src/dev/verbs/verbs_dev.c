@@ -176,7 +176,8 @@ static void tm_verbs_list_lib(const tm_verbs_lib_t *lib, tm_dev_info_t *info,
 
         memset(&info[*count], 0, sizeof(info[*count]));
         tm_verbs_name_copy(info[*count].name, lib->get_device_name(list[i]));
-        info[*count].lib = lib;
+        info[*count].lib  = lib;
+        info[*count].soft = (lib == &tm_verbs_softnic);
         ++(*count);
     }
 
@@ -561,6 +562,7 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
         goto err_close;
     }
 
+    dev->super.port_num = dev->port_num;
     tm_verbs_limits_init(&dev->lim, &dev->dev_attr, &dev->port_attr, attr);
     if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
         tm_verbs_softnic_limits(dev);

@@ -143,6 +143,33 @@ TEST(verbs_list, software_nic_is_listed_last)
     }
 }
 
+TEST(verbs_list, software_nic_is_marked_and_nics_are_not)
+{
+    tm_dev_info_t info[16];
+    unsigned count, i;
+
+    count = tm_dev_list(info, 16);
+    ASSERT_GE(count, 1u);
+    for (i = 0; i < count; ++i) {
+        EXPECT_EQ(info[i].lib == &tm_verbs_softnic, !!info[i].soft)
+                << info[i].name;
+    }
+    EXPECT_TRUE(info[count - 1].soft);
+}
+
+TEST(verbs_open, device_tells_the_port_it_uses)
+{
+    tm_dev_info_t info;
+    tm_dev_t *dev;
+
+    /* The transport names the network device "<name>:<port>" from it */
+    ASSERT_EQ(0, tm_dev_find("soft", &info));
+    ASSERT_EQ(0, tm_dev_open(&info, NULL, &dev));
+    EXPECT_STREQ("soft", dev->name);
+    EXPECT_EQ(1, dev->port_num);
+    tm_dev_close(dev);
+}
+
 TEST(verbs_open, unknown_device_fails_cleanly)
 {
     tm_dev_info_t info;
