@@ -41,6 +41,8 @@ check "ucx_info -c lists UCX_RC_TM_SEG_SIZE" \
       sh -c 'printf "%s\n" "$1" | grep -q "^UCX_RC_TM_SEG_SIZE="' - "$out"
 check "ucx_info -c lists UCX_RC_TM_SOFT=auto" \
       sh -c 'printf "%s\n" "$1" | grep -q "^UCX_RC_TM_SOFT=auto$"' - "$out"
+check "ucx_info -c lists UCX_RC_TM_FORK_INIT=try" \
+      sh -c 'printf "%s\n" "$1" | grep -q "^UCX_RC_TM_FORK_INIT=try$"' - "$out"
 
 running=$("$ucx_info" -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p')
 out=$(LD_PRELOAD=$other "$ucx_info" -d 2>&1); rc=$?

@@ -193,6 +193,28 @@ unsigned tm_dev_list(tm_dev_info_t *info, unsigned max)
     return count;
 }
 
+int tm_dev_fork_init(void)
+{
+    int ret = 0;
+
+    /* As UCX 1.22's ib md: a kernel that copies pinned pages on fork needs
+     * nothing (and rdma-core then does nothing) */
+    if (ibv_is_fork_initialized() != IBV_FORK_UNNEEDED) {
+        ret = ibv_fork_init();
+    }
+    if (ret != 0) {
+        tm_dev_debug("verbs: ibv_fork_init() failed: %s", strerror(ret));
+        return ret;
+    }
+
+    ret = softnic_fork_init();
+    if (ret != 0) {
+        tm_dev_debug("verbs: the software NIC refused fork init: %s "
+                     "(a device was brought up before)", strerror(ret));
+    }
+    return ret;
+}
+
 int tm_dev_find(const char *name, tm_dev_info_t *info)
 {
     tm_dev_info_t list[16];

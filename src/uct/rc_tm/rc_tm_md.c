@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
 #define UCT_RC_TM_MAX_DEVICES      16
@@ -69,6 +70,18 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      " yes  - always, after the NICs\n"
      " no   - never (rc_tm then has no device where there is no NIC)",
      ucs_offsetof(uct_rc_tm_md_config_t, soft), UCS_CONFIG_TYPE_TERNARY_AUTO},
+
+    {"FORK_INIT", "try",
+     "Initialize a fork-safe IB library with ibv_fork_init(), as UCX's\n"
+     "UCX_IB_FORK_INIT does: before any device is probed or opened, since\n"
+     "the call fails once memory is registered or a queue created.\n"
+     " try - call it; on failure continue, warning at fork that\n"
+     "       registered memory may be corrupted\n"
+     " yes - fail to list or open a device when it fails\n"
+     " no  - do not call it (and warn at fork)\n"
+     "The software NIC records the call, refusing it as rdma-core does once\n"
+     "a device was brought up in the process.",
+     ucs_offsetof(uct_rc_tm_md_config_t, fork_init), UCS_CONFIG_TYPE_TERNARY},
 
     {"SOFT_PACKET_SIZE", "4k",
      "Software NIC only: matched eager messages longer than this complete in\n"
@@ -149,6 +162,54 @@ ucs_status_t uct_rc_tm_status_from_errno(int err)
     }
 }
 
+/* ucs_warn() at fork: registered memory may now be corrupted (UCX's ib md
+ * warns the same way when fork init is off or failed) */
+static void uct_rc_tm_fork_warn(void)
+{
+    ucs_warn("rc_tm: ibv_fork_init() was disabled or failed, yet a fork() "
+             "has been issued: data corruption might occur when using "
+             "registered memory");
+}
+
+static void uct_rc_tm_fork_warn_enable(void)
+{
+    static int enabled;
+    int ret;
+
+    if (__atomic_exchange_n(&enabled, 1, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    ret = pthread_atfork(uct_rc_tm_fork_warn, NULL, NULL);
+    if (ret != 0) {
+        ucs_warn("rc_tm: registering the fork() warning failed: %s",
+                 strerror(ret));
+    }
+}
+
+ucs_status_t uct_rc_tm_fork_init(ucs_ternary_auto_value_t mode)
+{
+    int ret;
+
+    if (mode == UCS_NO) {
+        uct_rc_tm_fork_warn_enable();
+        return UCS_OK;
+    }
+
+    ret = tm_dev_fork_init();
+    if (ret == 0) {
+        return UCS_OK;
+    }
+    if (mode == UCS_YES) {
+        ucs_error("rc_tm: ibv_fork_init() failed: %s (UCX_RC_TM_FORK_INIT=y)",
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_debug("rc_tm: ibv_fork_init() failed: %s, continuing, but fork may "
+              "be unsafe", strerror(ret));
+    uct_rc_tm_fork_warn_enable();
+    return UCS_OK;
+}
+
 unsigned uct_rc_tm_select_devices(tm_dev_info_t *devices, unsigned count,
                                   ucs_ternary_auto_value_t soft)
 {
@@ -192,8 +253,8 @@ ucs_status_t uct_rc_tm_md_check_dev_name(uct_rc_tm_md_t *md,
     return UCS_OK;
 }
 
-/* The devices rc_tm lists, as UCX_RC_TM_SOFT (read from the environment:
- * listing is given no configuration) says */
+/* The devices rc_tm lists, as UCX_RC_TM_SOFT and UCX_RC_TM_FORK_INIT
+ * (read from the environment: listing is given no configuration) say */
 static ucs_status_t
 uct_rc_tm_list_devices(uct_component_t *component, tm_dev_info_t *devices,
                        unsigned *count_p)
@@ -207,13 +268,17 @@ uct_rc_tm_list_devices(uct_component_t *component, tm_dev_info_t *devices,
         return status;
     }
 
-    config   = ucs_derived_of(md_config, uct_rc_tm_md_config_t);
-    *count_p = uct_rc_tm_select_devices(devices,
-                                        tm_dev_list(devices,
-                                                    UCT_RC_TM_MAX_DEVICES),
-                                        config->soft);
+    config = ucs_derived_of(md_config, uct_rc_tm_md_config_t);
+    /* Before the probe, which may create a TM-SRQ */
+    status = uct_rc_tm_fork_init(config->fork_init);
+    if (status == UCS_OK) {
+        *count_p = uct_rc_tm_select_devices(devices,
+                                            tm_dev_list(devices,
+                                                        UCT_RC_TM_MAX_DEVICES),
+                                            config->soft);
+    }
     uct_config_release(md_config);
-    return UCS_OK;
+    return status;
 }
 
 ucs_status_t
@@ -333,6 +398,12 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     if (ret != 0) {
         ucs_error("rc_tm: no tag-matching device named '%s'", md_name);
         return UCS_ERR_NO_DEVICE;
+    }
+
+    /* As UCX's ib md, before the device is opened */
+    status = uct_rc_tm_fork_init(config->fork_init);
+    if (status != UCS_OK) {
+        return status;
     }
 
     md = ucs_calloc(1, sizeof(*md), "rc_tm md");

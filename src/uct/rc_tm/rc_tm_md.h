@@ -37,6 +37,7 @@ typedef struct uct_rc_tm_md_config {
                                                   UCS_ULUNITS_AUTO */
     ucs_ternary_auto_value_t soft;             /* UCX_RC_TM_SOFT: list the
                                                   software NIC */
+    ucs_ternary_auto_value_t fork_init;        /* UCX_RC_TM_FORK_INIT */
     size_t                   soft_packet_size; /* soft device: eager packet size */
     int                      soft_progress;    /* soft device: inline or
                                                   its engine thread
@@ -128,6 +129,8 @@ void uct_rc_tm_md_close(uct_md_h tl_md);
 void uct_rc_tm_md_attr(uct_md_h tl_md, uct_rc_tm_md_attr_t *attr);
 void uct_rc_tm_md_vfs_init(uct_md_h tl_md);
 
+/* UCX_RC_TM_FORK_INIT: ibv_fork_init() as UCX's ib md calls it */
+ucs_status_t uct_rc_tm_fork_init(ucs_ternary_auto_value_t mode);
 /* Keeps the devices rc_tm lists, in order: the software NIC as
  * UCX_RC_TM_SOFT says (auto: only where no NIC is).  Returns their number. */
 unsigned uct_rc_tm_select_devices(tm_dev_info_t *devices, unsigned count,

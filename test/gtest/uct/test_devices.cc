@@ -1,16 +1,22 @@
 /*
- * Which devices rc_tm lists and how it names them (issue 36, item 13),
- * through UCT's public API:
+ * Which devices rc_tm lists and how it names them (issue 36, item 13), and
+ * fork safety (item 12), through UCT's public API:
  *  - a NIC's network device is "<device>:<port>", as UCX's ib transports
  *    name it; the md keeps the device's name;
  *  - the software NIC is listed where no tag-matching NIC is, or always or
- *    never as UCX_RC_TM_SOFT says.
+ *    never as UCX_RC_TM_SOFT says;
+ *  - ibv_fork_init() is called as UCX's ib md calls it (UCX_RC_TM_FORK_INIT),
+ *    before any device is brought up, so that UCX's own later call succeeds.
+ * The fork tests run in a process of their own (a death test, re-executed),
+ * since fork init is possible only before the first device in a process.
  */
 #include <gtest/gtest.h>
 #include "../common/rc_tm_config.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
+#include <infiniband/verbs.h>
+#include <softnic/softnic.h>
 #include <dev/tm_dev.h>
 
 #include <cstdlib>
@@ -92,7 +98,7 @@ private:
 };
 
 ucs_status_t open_md(uct_component_h component, const char *name,
-                     uct_md_h *md_p)
+                     const char *fork_init, uct_md_h *md_p)
 {
     uct_md_config_t *config;
     ucs_status_t status;
@@ -101,7 +107,12 @@ ucs_status_t open_md(uct_component_h component, const char *name,
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_md_open(component, name, config, md_p);
+    if (fork_init != NULL) {
+        status = rc_tm_config_modify(config, "FORK_INIT", fork_init);
+    }
+    if (status == UCS_OK) {
+        status = uct_md_open(component, name, config, md_p);
+    }
     uct_config_release(config);
     return status;
 }
@@ -150,7 +161,7 @@ TEST(rc_tm_devices, iface_opens_on_the_name_ucx_gives_only)
     uct_component_h component = rc_tm_component();
     ASSERT_NE(nullptr, component);
     uct_md_h md;
-    ASSERT_EQ(UCS_OK, open_md(component, "soft", &md));
+    ASSERT_EQ(UCS_OK, open_md(component, "soft", NULL, &md));
 
     uct_tl_resource_desc_t *resources;
     unsigned count;
@@ -222,7 +233,92 @@ TEST(rc_tm_devices, soft_setting_lists_or_withholds_the_software_nic)
 
         /* Nor can it be opened by its name */
         uct_md_h md;
-        EXPECT_EQ(UCS_ERR_NO_DEVICE, open_md(component, "soft", &md));
+        EXPECT_EQ(UCS_ERR_NO_DEVICE, open_md(component, "soft", NULL, &md));
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Fork (item 12)
+ */
+class rc_tm_fork_DeathTest : public testing::Test {
+protected:
+    void SetUp() override
+    {
+        /* A fresh process: this binary run again for this test alone */
+        testing::FLAGS_gtest_death_test_style = "threadsafe";
+    }
+};
+
+/* Exit codes of the child: 0 or the first check that failed */
+static void fork_init_by_default_child()
+{
+    uct_component_h component = rc_tm_component();
+    uct_md_h md;
+    void *buf;
+    uct_mem_h memh;
+
+    if ((component == NULL) || md_names(component).empty()) {
+        exit(2);
+    }
+    if (softnic_is_fork_initialized() != IBV_FORK_ENABLED) {
+        exit(3);    /* listing brings the software NIC up: too late after */
+    }
+    if (open_md(component, "soft", NULL, &md) != UCS_OK) {
+        exit(4);
+    }
+    if (ibv_is_fork_initialized() == IBV_FORK_DISABLED) {
+        exit(5);
+    }
+    buf = malloc(4096);
+    if (uct_md_mem_reg(md, buf, 4096, UCT_MD_MEM_ACCESS_ALL, &memh) !=
+        UCS_OK) {
+        exit(6);
+    }
+    /* UCX's ib md, opened now, calls it again: that succeeds */
+    if ((ibv_fork_init() != 0) || (softnic_fork_init() != 0)) {
+        exit(7);
+    }
+    uct_md_mem_dereg(md, memh);
+    uct_md_close(md);
+    free(buf);
+    exit(0);
+}
+
+TEST_F(rc_tm_fork_DeathTest, listing_calls_fork_init_before_any_device)
+{
+    EXPECT_EXIT(fork_init_by_default_child(), testing::ExitedWithCode(0),
+                "");
+}
+
+static void fork_init_too_late_child()
+{
+    uct_component_h component = rc_tm_component();
+    uct_md_h md, md_try, md_yes;
+
+    if (component == NULL) {
+        exit(2);
+    }
+    /* Without fork init, the device is brought up first */
+    if (open_md(component, "soft", "n", &md) != UCS_OK) {
+        exit(3);
+    }
+    if (softnic_is_fork_initialized() != IBV_FORK_DISABLED) {
+        exit(4);
+    }
+    /* try: the failure is only logged, as UCX's ib md does */
+    if (open_md(component, "soft", "try", &md_try) != UCS_OK) {
+        exit(5);
+    }
+    uct_md_close(md_try);
+    /* y: the md does not open */
+    if (open_md(component, "soft", "y", &md_yes) != UCS_ERR_IO_ERROR) {
+        exit(6);
+    }
+    uct_md_close(md);
+    exit(0);
+}
+
+TEST_F(rc_tm_fork_DeathTest, fork_init_yes_fails_when_too_late)
+{
+    EXPECT_EXIT(fork_init_too_late_child(), testing::ExitedWithCode(0), "");
+}
