@@ -47,6 +47,7 @@ typedef struct tm_dev_info {
     char                 name[TM_DEV_NAME_MAX];  /* "mlx5_0", "soft" */
     const tm_verbs_lib_t *lib;                   /* what opens it: libibverbs
                                                     or the software NIC */
+    int                  soft;                   /* it is the software NIC */
 } tm_dev_info_t;
 
 
@@ -120,7 +121,8 @@ enum {
 /* The device layer's objects: each wraps the rdma-core object it owns */
 struct tm_dev {
     char                name[TM_DEV_NAME_MAX];
-    int                 fatal;  /* IBV_EVENT_DEVICE_FATAL was read */
+    int                 fatal;      /* IBV_EVENT_DEVICE_FATAL was read */
+    uint8_t             port_num;   /* the active port it uses */
 };
 
 struct tm_dev_cq   { tm_dev_t *dev; struct ibv_cq_ex *cq;
@@ -193,6 +195,12 @@ unsigned tm_dev_list(tm_dev_info_t *info, unsigned max);
 
 /* Finds a device by name in tm_dev_list(); 0 or ENODEV */
 int tm_dev_find(const char *name, tm_dev_info_t *info);
+
+/* Makes memory registration fork-safe, on NICs (ibv_fork_init, unless the
+ * kernel makes it unneeded) and on the software NIC.  Effective only
+ * before any device is brought up in the process: afterwards EINVAL, as
+ * rdma-core answers.  0, or the first error. */
+int tm_dev_fork_init(void);
 
 int  tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
                  tm_dev_t **dev_p);

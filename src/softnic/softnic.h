@@ -96,6 +96,10 @@ int softnic_destroy_srq(struct ibv_srq *srq);
 int softnic_get_async_event(struct ibv_context *context,
                             struct ibv_async_event *event);
 void softnic_ack_async_event(struct ibv_async_event *event);
+/* ibv_fork_init (0, or EINVAL once a PD was allocated in this process)
+ * and ibv_is_fork_initialized (IBV_FORK_DISABLED or IBV_FORK_ENABLED) */
+int softnic_fork_init(void);
+enum ibv_fork_status softnic_is_fork_initialized(void);
 
 
 /* ----- Extensions ----- */

@@ -394,6 +394,34 @@ static int sn_ctx_bring_up(sn_context_t *ctx)
     return 0;
 }
 
+/*
+ * Fork safety, as libibverbs' ibv_fork_init() / ibv_is_fork_initialized().
+ * The NIC reaches registered memory through its owner's pid, so a fork
+ * never misdirects its copies, and enabling changes nothing it does; but it
+ * is refused (EINVAL) once the process has brought a device up, as
+ * rdma-core refuses it once a provider has allocated a queue or
+ * registered memory, so that whoever calls it too late learns so here too.
+ */
+static _Atomic int sn_fork_state = IBV_FORK_DISABLED;
+static _Atomic int sn_fork_too_late;
+
+int softnic_fork_init(void)
+{
+    if (sn_fork_state == IBV_FORK_ENABLED) {
+        return 0;
+    }
+    if (sn_fork_too_late) {
+        return EINVAL;
+    }
+    sn_fork_state = IBV_FORK_ENABLED;
+    return 0;
+}
+
+enum ibv_fork_status softnic_is_fork_initialized(void)
+{
+    return (enum ibv_fork_status)sn_fork_state;
+}
+
 struct ibv_pd *softnic_alloc_pd(struct ibv_context *context)
 {
     struct ibv_pd *pd;
@@ -404,6 +432,9 @@ struct ibv_pd *softnic_alloc_pd(struct ibv_context *context)
         errno = ret;
         return NULL;
     }
+    /* The device's segment and rings now exist, and every MR and queue
+     * comes after a PD: the point rdma-core's provider would have passed */
+    sn_fork_too_late = 1;
     pd = calloc(1, sizeof(*pd));
     if (pd == NULL) {
         errno = ENOMEM;

@@ -176,7 +176,8 @@ static void tm_verbs_list_lib(const tm_verbs_lib_t *lib, tm_dev_info_t *info,
 
         memset(&info[*count], 0, sizeof(info[*count]));
         tm_verbs_name_copy(info[*count].name, lib->get_device_name(list[i]));
-        info[*count].lib = lib;
+        info[*count].lib  = lib;
+        info[*count].soft = (lib == &tm_verbs_softnic);
         ++(*count);
     }
 
@@ -190,6 +191,28 @@ unsigned tm_dev_list(tm_dev_info_t *info, unsigned max)
     tm_verbs_list_lib(&tm_verbs_libibverbs, info, max, &count);
     tm_verbs_list_lib(&tm_verbs_softnic, info, max, &count);
     return count;
+}
+
+int tm_dev_fork_init(void)
+{
+    int ret = 0;
+
+    /* As UCX 1.22's ib md: a kernel that copies pinned pages on fork needs
+     * nothing (and rdma-core then does nothing) */
+    if (ibv_is_fork_initialized() != IBV_FORK_UNNEEDED) {
+        ret = ibv_fork_init();
+    }
+    if (ret != 0) {
+        tm_dev_debug("verbs: ibv_fork_init() failed: %s", strerror(ret));
+        return ret;
+    }
+
+    ret = softnic_fork_init();
+    if (ret != 0) {
+        tm_dev_debug("verbs: the software NIC refused fork init: %s "
+                     "(a device was brought up before)", strerror(ret));
+    }
+    return ret;
 }
 
 int tm_dev_find(const char *name, tm_dev_info_t *info)
@@ -561,6 +584,7 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
         goto err_close;
     }
 
+    dev->super.port_num = dev->port_num;
     tm_verbs_limits_init(&dev->lim, &dev->dev_attr, &dev->port_attr, attr);
     if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
         tm_verbs_softnic_limits(dev);

@@ -520,6 +520,10 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
         ucs_error("rc_tm: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
         return UCS_ERR_UNSUPPORTED;
     }
+    status = uct_rc_tm_md_check_dev_name(md, params->mode.device.dev_name);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_rc_tm_iface_ops,
                               &uct_rc_tm_iface_internal_ops, tl_md, worker,
@@ -672,9 +676,11 @@ uct_rc_tm_query_tl_devices(uct_md_h tl_md,
                            unsigned *num_tl_devices_p)
 {
     uct_rc_tm_md_t *md = ucs_derived_of(tl_md, uct_rc_tm_md_t);
+    char name[UCT_RC_TM_NET_NAME_MAX];
 
-    return uct_single_device_resource(tl_md, md->dev->name,
-                                      UCT_DEVICE_TYPE_NET,
+    uct_rc_tm_dev_net_name(md->dev->name, md->dev->port_num, name,
+                           sizeof(name));
+    return uct_single_device_resource(tl_md, name, UCT_DEVICE_TYPE_NET,
                                       UCS_SYS_DEVICE_ID_UNKNOWN, tl_devices_p,
                                       num_tl_devices_p);
 }

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
 
 #define UCT_RC_TM_MAX_DEVICES      16
 
@@ -59,6 +61,27 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "priority), as UCX_IB_SL. \"auto\" is 0: UCX's choice where the device\n"
      "reports no adaptive-routing SLs through verbs.",
      ucs_offsetof(uct_rc_tm_md_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"SOFT", "auto",
+     "List the software NIC (device \"soft\") as a device of rc_tm.\n"
+     " auto - only where no tag-matching NIC is listed: next to a NIC, UCP\n"
+     "        would open both, and two tag-offload interfaces in a worker\n"
+     "        turn off its wildcard offload\n"
+     " yes  - always, after the NICs\n"
+     " no   - never (rc_tm then has no device where there is no NIC)",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft), UCS_CONFIG_TYPE_TERNARY_AUTO},
+
+    {"FORK_INIT", "try",
+     "Initialize a fork-safe IB library with ibv_fork_init(), as UCX's\n"
+     "UCX_IB_FORK_INIT does: before any device is probed or opened, since\n"
+     "the call fails once memory is registered or a queue created.\n"
+     " try - call it; on failure continue, warning at fork that\n"
+     "       registered memory may be corrupted\n"
+     " yes - fail to list or open a device when it fails\n"
+     " no  - do not call it (and warn at fork)\n"
+     "The software NIC records the call, refusing it as rdma-core does once\n"
+     "a device was brought up in the process.",
+     ucs_offsetof(uct_rc_tm_md_config_t, fork_init), UCS_CONFIG_TYPE_TERNARY},
 
     {"SOFT_PACKET_SIZE", "4k",
      "Software NIC only: matched eager messages longer than this complete in\n"
@@ -139,6 +162,125 @@ ucs_status_t uct_rc_tm_status_from_errno(int err)
     }
 }
 
+/* ucs_warn() at fork: registered memory may now be corrupted (UCX's ib md
+ * warns the same way when fork init is off or failed) */
+static void uct_rc_tm_fork_warn(void)
+{
+    ucs_warn("rc_tm: ibv_fork_init() was disabled or failed, yet a fork() "
+             "has been issued: data corruption might occur when using "
+             "registered memory");
+}
+
+static void uct_rc_tm_fork_warn_enable(void)
+{
+    static int enabled;
+    int ret;
+
+    if (__atomic_exchange_n(&enabled, 1, __ATOMIC_ACQ_REL)) {
+        return;
+    }
+    ret = pthread_atfork(uct_rc_tm_fork_warn, NULL, NULL);
+    if (ret != 0) {
+        ucs_warn("rc_tm: registering the fork() warning failed: %s",
+                 strerror(ret));
+    }
+}
+
+ucs_status_t uct_rc_tm_fork_init(ucs_ternary_auto_value_t mode)
+{
+    int ret;
+
+    if (mode == UCS_NO) {
+        uct_rc_tm_fork_warn_enable();
+        return UCS_OK;
+    }
+
+    ret = tm_dev_fork_init();
+    if (ret == 0) {
+        return UCS_OK;
+    }
+    if (mode == UCS_YES) {
+        ucs_error("rc_tm: ibv_fork_init() failed: %s (UCX_RC_TM_FORK_INIT=y)",
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_debug("rc_tm: ibv_fork_init() failed: %s, continuing, but fork may "
+              "be unsafe", strerror(ret));
+    uct_rc_tm_fork_warn_enable();
+    return UCS_OK;
+}
+
+unsigned uct_rc_tm_select_devices(tm_dev_info_t *devices, unsigned count,
+                                  ucs_ternary_auto_value_t soft)
+{
+    unsigned i, nics = 0, kept = 0;
+
+    for (i = 0; i < count; ++i) {
+        nics += !devices[i].soft;
+    }
+    for (i = 0; i < count; ++i) {
+        if (devices[i].soft && ((soft == UCS_NO) ||
+                                ((soft != UCS_YES) && (nics > 0)))) {
+            ucs_debug("rc_tm: software NIC %s not listed (UCX_RC_TM_SOFT=%s,"
+                      " %u tag-matching NIC(s))", devices[i].name,
+                      (soft == UCS_NO) ? "n" : "auto", nics);
+            continue;
+        }
+        devices[kept++] = devices[i];
+    }
+    return kept;
+}
+
+void uct_rc_tm_dev_net_name(const char *name, unsigned port_num, char *buf,
+                            size_t max)
+{
+    ucs_snprintf_zero(buf, max, "%s:%u", name, port_num);
+}
+
+ucs_status_t uct_rc_tm_md_check_dev_name(uct_rc_tm_md_t *md,
+                                         const char *dev_name)
+{
+    char name[UCT_RC_TM_NET_NAME_MAX];
+
+    uct_rc_tm_dev_net_name(md->dev->name, md->dev->port_num, name,
+                           sizeof(name));
+    if ((dev_name == NULL) || strcmp(dev_name, name)) {
+        /* As UCX's ib iface, which opens the port the name gives */
+        ucs_error("rc_tm: md %s has device %s, not '%s'", md->dev->name,
+                  name, (dev_name == NULL) ? "(null)" : dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+    return UCS_OK;
+}
+
+/* The devices rc_tm lists, as UCX_RC_TM_SOFT and UCX_RC_TM_FORK_INIT
+ * (read from the environment: listing is given no configuration) say */
+static ucs_status_t
+uct_rc_tm_list_devices(uct_component_t *component, tm_dev_info_t *devices,
+                       unsigned *count_p)
+{
+    uct_rc_tm_md_config_t *config;
+    uct_md_config_t *md_config;
+    ucs_status_t status;
+
+    status = uct_md_config_read(component, NULL, NULL, &md_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    config = ucs_derived_of(md_config, uct_rc_tm_md_config_t);
+    /* Before the probe, which may create a TM-SRQ */
+    status = uct_rc_tm_fork_init(config->fork_init);
+    if (status == UCS_OK) {
+        *count_p = uct_rc_tm_select_devices(devices,
+                                            tm_dev_list(devices,
+                                                        UCT_RC_TM_MAX_DEVICES),
+                                            config->soft);
+    }
+    uct_config_release(md_config);
+    return status;
+}
+
 ucs_status_t
 uct_rc_tm_query_md_resources(uct_component_t *component,
                              uct_md_resource_desc_t **resources_p,
@@ -147,9 +289,10 @@ uct_rc_tm_query_md_resources(uct_component_t *component,
     tm_dev_info_t devices[UCT_RC_TM_MAX_DEVICES];
     uct_md_resource_desc_t *resources;
     unsigned i, count;
+    ucs_status_t status;
 
-    count = tm_dev_list(devices, UCT_RC_TM_MAX_DEVICES);
-    if (count == 0) {
+    status = uct_rc_tm_list_devices(component, devices, &count);
+    if ((status != UCS_OK) || (count == 0)) {
         return uct_md_query_empty_md_resource(resources_p, num_resources_p);
     }
 
@@ -167,7 +310,6 @@ uct_rc_tm_query_md_resources(uct_component_t *component,
     *num_resources_p = count;
     return UCS_OK;
 }
-
 
 void uct_rc_tm_md_close(uct_md_h tl_md)
 {
@@ -248,9 +390,20 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     }
 
     ret = tm_dev_find(md_name, &info);
+    if ((ret == 0) && info.soft && (config->soft == UCS_NO)) {
+        ucs_error("rc_tm: device '%s' is the software NIC, which "
+                  "UCX_RC_TM_SOFT=n turns off", md_name);
+        return UCS_ERR_NO_DEVICE;
+    }
     if (ret != 0) {
         ucs_error("rc_tm: no tag-matching device named '%s'", md_name);
         return UCS_ERR_NO_DEVICE;
+    }
+
+    /* As UCX's ib md, before the device is opened */
+    status = uct_rc_tm_fork_init(config->fork_init);
+    if (status != UCS_OK) {
+        return status;
     }
 
     md = ucs_calloc(1, sizeof(*md), "rc_tm md");

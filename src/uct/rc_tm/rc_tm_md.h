@@ -35,6 +35,9 @@ typedef struct uct_rc_tm_md_config {
                                                   parser writes a size_t) */
     unsigned long            sl;               /* UCX_RC_TM_SL, or
                                                   UCS_ULUNITS_AUTO */
+    ucs_ternary_auto_value_t soft;             /* UCX_RC_TM_SOFT: list the
+                                                  software NIC */
+    ucs_ternary_auto_value_t fork_init;        /* UCX_RC_TM_FORK_INIT */
     size_t                   soft_packet_size; /* soft device: eager packet size */
     int                      soft_progress;    /* soft device: inline or
                                                   its engine thread
@@ -125,6 +128,21 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
 void uct_rc_tm_md_close(uct_md_h tl_md);
 void uct_rc_tm_md_attr(uct_md_h tl_md, uct_rc_tm_md_attr_t *attr);
 void uct_rc_tm_md_vfs_init(uct_md_h tl_md);
+
+/* UCX_RC_TM_FORK_INIT: ibv_fork_init() as UCX's ib md calls it */
+ucs_status_t uct_rc_tm_fork_init(ucs_ternary_auto_value_t mode);
+/* Keeps the devices rc_tm lists, in order: the software NIC as
+ * UCX_RC_TM_SOFT says (auto: only where no NIC is).  Returns their number. */
+unsigned uct_rc_tm_select_devices(tm_dev_info_t *devices, unsigned count,
+                                  ucs_ternary_auto_value_t soft);
+/* A device's network device name as UCX's ib transports name a port,
+ * "<device>:<port>" ("mlx5_0:1"): what UCX_NET_DEVICES selects */
+#define UCT_RC_TM_NET_NAME_MAX   (TM_DEV_NAME_MAX + 4)
+void uct_rc_tm_dev_net_name(const char *name, unsigned port_num, char *buf,
+                            size_t max);
+/* UCS_OK when dev_name is that of the md's device and port */
+ucs_status_t uct_rc_tm_md_check_dev_name(uct_rc_tm_md_t *md,
+                                         const char *dev_name);
 
 /* Registration and keys (rc_tm_mem.c) */
 ucs_status_t uct_rc_tm_md_memh_init(uct_rc_tm_md_t *md);

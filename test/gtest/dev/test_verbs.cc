@@ -12,9 +12,12 @@
 #include "dev/verbs/verbs_lib.h"
 #include "log_capture.h"
 
+#include <softnic/softnic.h>
+
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <string>
@@ -141,6 +144,98 @@ TEST(verbs_list, software_nic_is_listed_last)
     for (i = 0; i + 1 < count; ++i) {
         EXPECT_EQ(&tm_verbs_libibverbs, info[i].lib) << info[i].name;
     }
+}
+
+TEST(verbs_list, software_nic_is_marked_and_nics_are_not)
+{
+    tm_dev_info_t info[16];
+    unsigned count, i;
+
+    count = tm_dev_list(info, 16);
+    ASSERT_GE(count, 1u);
+    for (i = 0; i < count; ++i) {
+        EXPECT_EQ(info[i].lib == &tm_verbs_softnic, !!info[i].soft)
+                << info[i].name;
+    }
+    EXPECT_TRUE(info[count - 1].soft);
+}
+
+TEST(verbs_open, device_tells_the_port_it_uses)
+{
+    tm_dev_info_t info;
+    tm_dev_t *dev;
+
+    /* The transport names the network device "<name>:<port>" from it */
+    ASSERT_EQ(0, tm_dev_find("soft", &info));
+    ASSERT_EQ(0, tm_dev_open(&info, NULL, &dev));
+    EXPECT_STREQ("soft", dev->name);
+    EXPECT_EQ(1, dev->port_num);
+    tm_dev_close(dev);
+}
+
+/* Fork init is possible only before a device is brought up in a process:
+ * each test runs in a process of its own (threadsafe death test) */
+class verbs_fork_DeathTest : public testing::Test {
+protected:
+    void SetUp() override
+    {
+        testing::FLAGS_gtest_death_test_style = "threadsafe";
+    }
+};
+
+static void fork_init_first_child()
+{
+    tm_dev_info_t info;
+    tm_dev_t *dev;
+
+    if (tm_dev_fork_init() != 0) {
+        exit(2);
+    }
+    if ((softnic_is_fork_initialized() != IBV_FORK_ENABLED) ||
+        (ibv_is_fork_initialized() == IBV_FORK_DISABLED)) {
+        exit(3);
+    }
+    if ((tm_dev_find("soft", &info) != 0) ||
+        (tm_dev_open(&info, NULL, &dev) != 0)) {
+        exit(4);
+    }
+    /* Done already: a later call succeeds, as rdma-core's does */
+    if (tm_dev_fork_init() != 0) {
+        exit(5);
+    }
+    tm_dev_close(dev);
+    exit(0);
+}
+
+TEST_F(verbs_fork_DeathTest, fork_init_before_any_device_is_recorded)
+{
+    EXPECT_EXIT(fork_init_first_child(), testing::ExitedWithCode(0), "");
+}
+
+static void fork_init_late_child()
+{
+    tm_dev_info_t info;
+    tm_dev_t *dev;
+
+    if ((tm_dev_find("soft", &info) != 0) ||
+        (tm_dev_open(&info, NULL, &dev) != 0)) {
+        exit(2);
+    }
+    /* The software NIC refuses it once a device is up, as rdma-core does
+     * once a provider has allocated a queue */
+    if (tm_dev_fork_init() != EINVAL) {
+        exit(3);
+    }
+    if (softnic_is_fork_initialized() != IBV_FORK_DISABLED) {
+        exit(4);
+    }
+    tm_dev_close(dev);
+    exit(0);
+}
+
+TEST_F(verbs_fork_DeathTest, fork_init_after_a_device_is_up_is_refused)
+{
+    EXPECT_EXIT(fork_init_late_child(), testing::ExitedWithCode(0), "");
 }
 
 TEST(verbs_open, unknown_device_fails_cleanly)

@@ -15,13 +15,15 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/test_rcache.cc \
 	test/gtest/uct/test_backlog.cc \
 	test/gtest/uct/test_wireup.cc \
-	test/gtest/uct/test_partition.cc
+	test/gtest/uct/test_partition.cc \
+	test/gtest/uct/test_devices.cc
 # uct_v2.h (test_wireup.cc) is in UCX's source, not installed
 test_gtest_uct_test_uct_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS) -isystem $(UCX_SRC)/src
+# libibverbs: test_devices.cc asks it whether fork init was done
 test_gtest_uct_test_uct_LDADD = \
 	src/uct/rc_tm/libuct_rc_tm.la \
 	test/gtest/libgtest_main.la \
-	$(UCX_LIBS) $(GTEST_LIBS)
+	$(UCX_LIBS) $(GTEST_LIBS) $(VERBS_LIBS)
 test_gtest_uct_test_uct_LDFLAGS = -Wl,--no-as-needed
 
 # The module as users load it: LD_PRELOAD into stock ucx_info, and the

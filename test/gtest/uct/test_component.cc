@@ -103,7 +103,8 @@ TEST_F(rc_tm_component, transport_rc_tm_on_md)
     bool found = false;
     for (unsigned i = 0; i < count; ++i) {
         if (std::string(resources[i].tl_name) == "rc_tm") {
-            EXPECT_EQ(m_md_name, resources[i].dev_name);
+            /* As UCX's ib transports name a port: <device>:<port> */
+            EXPECT_EQ(m_md_name + ":1", resources[i].dev_name);
             found = true;
         }
     }

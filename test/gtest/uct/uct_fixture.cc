@@ -277,7 +277,7 @@ ucs_status_t uct_fixture::open_iface(entity &e, const config_t &iface_config,
                         UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = "rc_tm";
-    params.mode.device.dev_name = "soft";
+    params.mode.device.dev_name = "soft:1";  /* as UCP names it */
     params.features             = features;
     params.rx_headroom          = m_rx_headroom;
     params.err_handler          = ep_error;
