@@ -139,8 +139,7 @@ struct tm_dev_conn { tm_dev_t *dev; struct ibv_qp *qp; struct ibv_qp *rx_qp;
 
 enum {
     TM_DEV_CONN_LAST_WQE_TX   = 1,  /* qp reached its last WQE */
-    TM_DEV_CONN_LAST_WQE_RX   = 2,  /* rx_qp did */
-    TM_DEV_CONN_LAST_WQE_BOTH = 3
+    TM_DEV_CONN_LAST_WQE_RX   = 2   /* rx_qp did (not waited for) */
 };
 
 
@@ -253,7 +252,7 @@ static inline int tm_dev_post_srq_recv(tm_dev_srq_t *srq,
 
 /* Reads and acknowledges the device's pending asynchronous events, without
  * waiting; marks the connections whose QPs reached their last WQE
- * (tm_dev_conn_drained), the CQs in error (tm_dev_cq_failed) and a device
+ * (tm_dev_conn_send_drained), the CQs in error (tm_dev_cq_failed) and a device
  * that failed (tm_dev_failed), and reads a port that changed again.
  * Returns how many it read.  Every event read is acknowledged at once:
  * rdma-core's destroy of a QP waits forever for the events read for it
@@ -284,18 +283,20 @@ int  tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
 void tm_dev_destroy_conn(tm_dev_conn_t *conn);
 /* Both QPs to the error state: the device receives and sends nothing more
  * on them, and flushes what was posted.  Their completions stay on the
- * CQs, and more may come until tm_dev_conn_drained(): all are to be polled
- * before tm_dev_destroy_conn, which drops them (as rdma-core's mlx5 does) */
+ * CQs, and more may come after set_error: all are to be polled before
+ * tm_dev_destroy_conn, which drops them (as rdma-core's mlx5 does) */
 int  tm_dev_conn_set_error(tm_dev_conn_t *conn);
-/* Whether both QPs of a connection in the error state reached their last
- * WQE (IBV_EVENT_QP_LAST_WQE_REACHED, as tm_dev_progress_events() read
- * it): the device takes nothing more for them, and every completion of
- * theirs is on the CQs by then.  Only a poll that finds the CQs empty after
- * that has them all; a NIC may still write some after set_error. */
-static inline int tm_dev_conn_drained(tm_dev_conn_t *conn)
+/* Whether the sending QP of a connection in the error state reached its
+ * last WQE (IBV_EVENT_QP_LAST_WQE_REACHED, as tm_dev_progress_events() read
+ * it): every completion of its own is on the CQs by then, and only a poll
+ * that finds them empty after that has them all.  UCX waits for this event
+ * on its send QP only.  The receive-only QP is not waited for: no source
+ * says that firmware raises the event for a QP without a send queue, nor
+ * for a QP that never left INIT. */
+static inline int tm_dev_conn_send_drained(tm_dev_conn_t *conn)
 {
-    return __atomic_load_n(&conn->last_wqe, __ATOMIC_ACQUIRE) ==
-           TM_DEV_CONN_LAST_WQE_BOTH;
+    return __atomic_load_n(&conn->last_wqe, __ATOMIC_ACQUIRE) &
+           TM_DEV_CONN_LAST_WQE_TX;
 }
 void tm_dev_conn_addr(tm_dev_conn_t *conn, void *addr);
 int  tm_dev_connect(tm_dev_conn_t *conn, const void *dev_addr,

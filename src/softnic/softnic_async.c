@@ -11,9 +11,11 @@
  *  - IBV_EVENT_QP_LAST_WQE_REACHED: a QP
  * attached to an SRQ (all of ours are) that entered the error state will
  * take nothing more from the SRQ, and every completion of what it took is
- * on the CQs.  On a NIC the event comes after the state change, once the
- * QP's work in flight is over; a consumer that destroys the QP earlier
- * loses the completions still to come (destroy purges the CQs).  The
+ * on the CQs.  Not for a QP without a send queue, nor for one that never
+ * left INIT (sn_qp_raises_last_wqe).  On a NIC the event comes after the
+ * state change, once the QP's work in flight is over; a consumer that
+ * destroys the QP earlier loses the completions still to come (destroy
+ * purges the CQs).  The
  * software NIC takes the same reading: the event is raised by the device's
  * progress (a poll of the QP's send CQ, or the engine thread), never by
  * the state change itself, and only once the QP's sends are flushed onto
@@ -83,12 +85,26 @@ static bool sn_cq_err_event_get(sn_context_t *ctx,
     return false;
 }
 
+/* Whether the QP will say it reached its last WQE once in error.  No
+ * source says that firmware raises the event for a QP without a send queue
+ * (UCX waits for it on its send QP only) or for one that never left INIT
+ * (nothing in flight to end): the harsher reading, it never comes for
+ * them.  Every QP that leaves INIT gets its outbound ring (sn_qp_set_out). */
+static bool sn_qp_raises_last_wqe(const sn_qp_t *qp)
+{
+    return !qp->rx_only && (qp->out != NULL);
+}
+
 /* From the device's progress: raises the event when the QP's last work
  * is done */
 void sn_qp_last_wqe_check(sn_qp_t *qp)
 {
     sn_context_t *ctx = sn_qp_ctx(qp);
 
+    if (!sn_qp_raises_last_wqe(qp)) {
+        qp->last_wqe_due = false;
+        return;
+    }
     if ((qp->ibv.state != IBV_QPS_ERR) || (qp->sq_head != qp->sq_tail) ||
         (qp->xfers_queued != 0)) {
         return;

@@ -279,6 +279,24 @@ unsigned softnic_test_cq_pending(struct ibv_cq_ex *ex)
            __atomic_load_n(&cq->head, __ATOMIC_RELAXED);
 }
 
+unsigned softnic_test_qp_count(struct ibv_context *context)
+{
+    sn_context_t *ctx;
+    unsigned count = 0;
+    sn_list_t *it;
+
+    if (!sn_is_softnic(context)) {
+        return 0;
+    }
+    ctx = sn_ctx(context);
+    sn_ctx_lock(ctx);
+    for (it = ctx->qps.next; it != &ctx->qps; it = it->next) {
+        ++count;
+    }
+    sn_ctx_unlock(ctx);
+    return count;
+}
+
 void softnic_test_shm_prefix(char *buf, size_t len)
 {
     sn_proc_id_t self;

@@ -158,6 +158,8 @@ int  softnic_test_qp_parked(struct ibv_qp *qp);
 void softnic_test_drop_wakes(struct ibv_context *context, int drop);
 /* Completions written to a CQ and not yet polled; runs nothing */
 unsigned softnic_test_cq_pending(struct ibv_cq_ex *cq);
+/* QPs of the device not yet destroyed (the SRQs' accepted ones included) */
+unsigned softnic_test_qp_count(struct ibv_context *context);
 /* Writes onto the CQ of srq's completions a CQE the provider cannot parse,
  * as a NIC may (mlx5_parse_cqe fails: an unknown QP or SRQ, a NO_PACKET CQE
  * that is not tag matching ...): the poll call that reaches it fails with

@@ -420,19 +420,32 @@ static unsigned uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep,
  * unpolled completions (rdma-core's mlx5, __mlx5_cq_clean), which would
  * lose the messages the NIC took for it (and their buffers, and the list
  * slots of the receives they matched).  A NIC may still write some after
- * the state change; each QP says when it wrote its last with
- * IBV_EVENT_QP_LAST_WQE_REACHED, as UCX's rc_mlx5 waits for it.  So a
- * connection goes once its QPs reported that and both CQs were then found
- * empty.  The send CQ entries of its flushed sends are given out again only
- * then, as UCX's rc_mlx5 keeps its CQ credits until its QP cleanup.
+ * the state change.  The sending QP says when it wrote its last with
+ * IBV_EVENT_QP_LAST_WQE_REACHED, which UCX's rc_mlx5 waits for.  The
+ * receive-only QP may never say so (no source says that firmware raises it
+ * for a QP without a send queue; UCX destroys its TM QP without waiting):
+ * what the transport knows the NIC still owes it, the final completions of
+ * the messages it matched there, is waited for instead.  So a connection
+ * goes once its sending QP reported its last WQE, no matched receive
+ * awaits a final completion from it, and both CQs were then found empty.
+ * The send CQ entries of its flushed sends are given out again only then,
+ * as UCX's rc_mlx5 keeps its CQ credits until its QP cleanup.
  */
 typedef struct uct_rc_tm_closing_conn {
     ucs_list_link_t           list;     /* in iface->closing */
     tm_dev_conn_t             *conn;
     unsigned                  cq_entries;
-    int                       drained;  /* last WQE seen before the CQ polls
-                                           that led here */
+    int                       drained;  /* drained before the CQ polls that
+                                           led here */
 } uct_rc_tm_closing_conn_t;
+
+static int uct_rc_tm_closing_drained(uct_rc_tm_iface_t *iface,
+                                     tm_dev_conn_t *conn)
+{
+    return tm_dev_conn_send_drained(conn) &&
+           !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_qp_num(conn)) &&
+           !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_rx_qp_num(conn));
+}
 
 static void uct_rc_tm_closing_destroy(uct_rc_tm_iface_t *iface,
                                       uct_rc_tm_closing_conn_t *closing)
@@ -443,15 +456,17 @@ static void uct_rc_tm_closing_destroy(uct_rc_tm_iface_t *iface,
     ucs_free(closing);
 }
 
-/* Both CQs were just found empty: the connections whose QPs had reached
- * their last WQE before those polls have nothing left on them */
+/* Both CQs were just found empty: the connections drained before those
+ * polls have nothing left on them, unless a MATCH those polls found makes
+ * one wait again */
 void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface)
 {
     uct_rc_tm_closing_conn_t *closing, *tmp;
     int destroyed = 0;
 
     ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
-        if (closing->drained) {
+        if (closing->drained &&
+            uct_rc_tm_closing_drained(iface, closing->conn)) {
             uct_rc_tm_closing_destroy(iface, closing);
             destroyed = 1;
         }
@@ -459,7 +474,7 @@ void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface)
 
     tm_dev_progress_events(iface->dev);
     ucs_list_for_each(closing, &iface->closing, list) {
-        closing->drained = tm_dev_conn_drained(closing->conn);
+        closing->drained = uct_rc_tm_closing_drained(iface, closing->conn);
     }
 
     if (destroyed) {
@@ -475,7 +490,7 @@ void uct_rc_tm_iface_destroy_closing(uct_rc_tm_iface_t *iface)
     uct_rc_tm_closing_conn_t *closing, *tmp;
 
     ucs_list_for_each_safe(closing, tmp, &iface->closing, list) {
-        if (!tm_dev_conn_drained(closing->conn)) {
+        if (!tm_dev_conn_send_drained(closing->conn)) {
             ucs_debug("rc_tm: qp 0x%x destroyed before its last WQE",
                       tm_dev_conn_qp_num(closing->conn));
         }
@@ -574,6 +589,15 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_ep_t)
     uct_rc_tm_closing_conn_t *closing;
     unsigned cq_entries;
     int ret;
+
+    if (!self->connected) {
+        /* Never out of INIT (or its connect failed): nothing was posted or
+         * taken for it, and no event would say so (none is documented for
+         * a QP that never left INIT) */
+        tm_dev_destroy_conn(self->conn);
+        iface->tx.available += uct_rc_tm_ep_teardown(self, iface, 1);
+        return;
+    }
 
     /* Stopped before its sends complete as canceled: the device reads none
      * of their buffers any more */

@@ -348,6 +348,9 @@ void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_batch_end(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                                 enum ibv_wc_status wc_status);
+/* Whether a receive the device matched on QP qp_num awaits its final
+ * completion */
+int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num);
 void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);
 unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
 ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,

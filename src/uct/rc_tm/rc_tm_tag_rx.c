@@ -411,6 +411,18 @@ void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
     }
 }
 
+int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num)
+{
+    uct_rc_tm_recv_t *recv;
+
+    ucs_list_for_each(recv, &iface->tm.matched, sw_list) {
+        if (recv->rx_qp_num == qp_num) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ----- messages the device did not match ----- */
 
 void uct_rc_tm_tag_rndv_op_release(uct_rc_tm_iface_t *iface,

@@ -19,6 +19,11 @@ static inline int softnic_is_soft(tm_dev_t *dev)
 
 #ifdef __cplusplus
 
+inline unsigned softnic_test_qp_count(tm_dev_t *dev)
+{
+    return softnic_test_qp_count(tm_dev_ibv_context(dev));
+}
+
 inline void softnic_test_set_mode(tm_dev_t *dev, softnic_mode_t mode)
 {
     softnic_test_set_mode(tm_dev_ibv_context(dev), mode);
