@@ -9,6 +9,7 @@
  *  - the inline size mlx5 grants, and the default send queue.
  */
 #include "soft_fixture.h"
+#include "../common/scoped_env.h"
 
 #include "dev/verbs/verbs_dev.h"
 #include "dev/verbs/verbs_lib.h"
@@ -17,38 +18,10 @@ using namespace soft_test;
 
 namespace {
 
-/* Sets (value) or unsets (nullptr) an environment variable while it lives */
-class env_set {
-public:
-    env_set(const char *name, const char *value) : m_name(name) {
-        const char *old = getenv(name);
-
-        m_had = (old != nullptr);
-        m_old = m_had ? old : "";
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-
-    ~env_set() {
-        if (m_had) {
-            setenv(m_name.c_str(), m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name.c_str());
-        }
-    }
-
-private:
-    std::string m_name, m_old;
-    bool        m_had;
-};
-
 /* The software NIC's port 1 P_Key table, opened with SOFTNIC_PKEY_TABLE */
 std::vector<uint16_t> soft_pkey_table(const char *env)
 {
-    env_set guard("SOFTNIC_PKEY_TABLE", env);
+    scoped_env guard("SOFTNIC_PKEY_TABLE", env);
     struct ibv_context *ctx = softnic_open_device(
             softnic_get_device_list(nullptr)[0]);
     std::vector<uint16_t> table;
@@ -84,10 +57,10 @@ struct pkey_pair {
     void open(const char *s_table, const char *r_table,
               const tm_dev_attr_t &attr = tm_dev_attr_t()) {
         {
-            env_set guard("SOFTNIC_PKEY_TABLE", s_table);
+            scoped_env guard("SOFTNIC_PKEY_TABLE", s_table);
             ASSERT_NO_FATAL_FAILURE(s.open(attr));
         }
-        env_set guard("SOFTNIC_PKEY_TABLE", r_table);
+        scoped_env guard("SOFTNIC_PKEY_TABLE", r_table);
         ASSERT_NO_FATAL_FAILURE(r.open(attr));
     }
 
@@ -162,7 +135,7 @@ TEST(soft_pkey, table_is_set_from_the_environment)
 /* The kernel refuses a P_Key index beyond the port's table (EINVAL) */
 TEST(soft_pkey, qp_index_must_be_in_the_table)
 {
-    env_set guard("SOFTNIC_PKEY_TABLE", "0x7fff,0xffff");
+    scoped_env guard("SOFTNIC_PKEY_TABLE", "0x7fff,0xffff");
     node n;
     ASSERT_NO_FATAL_FAILURE(n.open(tm_dev_attr_t()));
     tm_dev_conn_t *c = n.create_conn();
@@ -248,7 +221,7 @@ TEST(soft_pkey, partition_asked_for)
         EXPECT_EQ(IBV_WC_SUCCESS, p.write());
     }
 
-    env_set guard("SOFTNIC_PKEY_TABLE", "0xffff,0x9235");
+    scoped_env guard("SOFTNIC_PKEY_TABLE", "0xffff,0x9235");
     ASSERT_EQ(0, tm_dev_find("soft", &info));
     EXPECT_EQ(ENOENT, tm_dev_open(&info, &attr, &dev));
     attr.pkey = TM_DEV_ATTR_SET | 0x8000;

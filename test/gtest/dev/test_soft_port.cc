@@ -8,6 +8,7 @@
  *    (rdma-core's __mlx5_cq_clean), leaving behind what mlx5 leaves.
  */
 #include "soft_fixture.h"
+#include "../common/scoped_env.h"
 #include "log_capture.h"
 
 #include "dev/verbs/verbs_lib.h"
@@ -17,34 +18,6 @@
 using namespace soft_test;
 
 namespace {
-
-/* Sets (value) or unsets (nullptr) an environment variable while it lives */
-class env_guard {
-public:
-    env_guard(const char *name, const char *value) : m_name(name) {
-        const char *old = getenv(name);
-
-        m_had = (old != nullptr);
-        m_old = m_had ? old : "";
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-
-    ~env_guard() {
-        if (m_had) {
-            setenv(m_name.c_str(), m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name.c_str());
-        }
-    }
-
-private:
-    std::string m_name, m_old;
-    bool        m_had;
-};
 
 unsigned soft_listed()
 {
@@ -63,7 +36,7 @@ unsigned soft_listed()
 void soft_port_probe(const char *link_layer, uint8_t *ll, uint32_t *gid_type,
                      int *srq_err, uint32_t max_wr = 33)
 {
-    env_guard env("SOFTNIC_LINK_LAYER", link_layer);
+    scoped_env env("SOFTNIC_LINK_LAYER", link_layer);
     struct ibv_context *ctx = softnic_open_device(
             softnic_get_device_list(nullptr)[0]);
     struct ibv_cq_init_attr_ex cq_attr = {};
@@ -167,7 +140,7 @@ TEST(soft_port, ethernet_port_without_tm_srq_is_not_listed)
     tm_dev_info_t info;
 
     {
-        env_guard eth("SOFTNIC_LINK_LAYER", "eth");
+        scoped_env eth("SOFTNIC_LINK_LAYER", "eth");
         log_capture log;
 
         EXPECT_EQ(0u, soft_listed());
@@ -186,7 +159,7 @@ TEST(soft_port, ethernet_port_without_tm_srq_is_not_listed)
     }
 
     for (const char *setting : {(const char*)nullptr, "ib", "InfiniBand"}) {
-        env_guard ib("SOFTNIC_LINK_LAYER", setting);
+        scoped_env ib("SOFTNIC_LINK_LAYER", setting);
         EXPECT_EQ(1u, soft_listed()) << (setting ? setting : "-");
         EXPECT_EQ(0, tm_dev_find("soft", &info));
     }

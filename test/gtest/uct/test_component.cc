@@ -4,6 +4,7 @@
  */
 #include <gtest/gtest.h>
 #include "../common/rc_tm_config.h"
+#include "uct_component.h"
 
 #include <uct/api/uct.h>
 
@@ -11,43 +12,6 @@
 #include <vector>
 
 namespace {
-
-uct_component_h find_component(const char *name)
-{
-    uct_component_h *components;
-    unsigned count;
-    uct_component_h found = NULL;
-
-    EXPECT_EQ(UCS_OK, uct_query_components(&components, &count));
-    for (unsigned i = 0; i < count; ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
-        EXPECT_EQ(UCS_OK, uct_component_query(components[i], &attr));
-        if (std::string(attr.name) == name) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
-}
-
-std::vector<std::string> md_names(uct_component_h component)
-{
-    uct_component_attr_t attr = {};
-    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
-
-    std::vector<uct_md_resource_desc_t> rsc(attr.md_resource_count);
-    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-    attr.md_resources = rsc.data();
-    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
-
-    std::vector<std::string> names;
-    for (const auto &r : rsc) {
-        names.push_back(r.md_name);
-    }
-    return names;
-}
 
 class rc_tm_component : public testing::Test {
 protected:

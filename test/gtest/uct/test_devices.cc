@@ -12,6 +12,8 @@
  */
 #include <gtest/gtest.h>
 #include "../common/rc_tm_config.h"
+#include "uct_component.h"
+#include "../common/scoped_env.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
@@ -33,69 +35,6 @@ void uct_rc_tm_dev_net_name(const char *name, unsigned port_num, char *buf,
 }
 
 namespace {
-
-uct_component_h rc_tm_component()
-{
-    uct_component_h *components, found = NULL;
-    unsigned count;
-
-    EXPECT_EQ(UCS_OK, uct_query_components(&components, &count));
-    for (unsigned i = 0; i < count; ++i) {
-        uct_component_attr_t attr = {};
-        attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
-        EXPECT_EQ(UCS_OK, uct_component_query(components[i], &attr));
-        if (!strcmp(attr.name, "rc_tm")) {
-            found = components[i];
-        }
-    }
-    uct_release_component_list(components);
-    return found;
-}
-
-std::vector<std::string> md_names(uct_component_h component)
-{
-    uct_component_attr_t attr = {};
-    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
-
-    std::vector<uct_md_resource_desc_t> rsc(attr.md_resource_count);
-    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-    attr.md_resources = rsc.data();
-    EXPECT_EQ(UCS_OK, uct_component_query(component, &attr));
-
-    std::vector<std::string> names;
-    for (const auto &r : rsc) {
-        names.push_back(r.md_name);
-    }
-    return names;
-}
-
-/* Sets an environment variable for the life of the object */
-class scoped_env {
-public:
-    scoped_env(const char *name, const char *value) : m_name(name)
-    {
-        const char *old = getenv(name);
-        m_had = (old != NULL);
-        if (m_had) {
-            m_old = old;
-        }
-        setenv(name, value, 1);
-    }
-
-    ~scoped_env()
-    {
-        if (m_had) {
-            setenv(m_name.c_str(), m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name.c_str());
-        }
-    }
-
-private:
-    std::string m_name, m_old;
-    bool        m_had;
-};
 
 ucs_status_t open_md(uct_component_h component, const char *name,
                      const char *fork_init, uct_md_h *md_p)
@@ -158,7 +97,7 @@ TEST(rc_tm_devices, nic_port_is_named_as_ucx_names_it)
 
 TEST(rc_tm_devices, iface_opens_on_the_name_ucx_gives_only)
 {
-    uct_component_h component = rc_tm_component();
+    uct_component_h component = find_component("rc_tm");
     ASSERT_NE(nullptr, component);
     uct_md_h md;
     ASSERT_EQ(UCS_OK, open_md(component, "soft", NULL, &md));
@@ -218,7 +157,7 @@ TEST(rc_tm_devices, software_nic_only_where_no_nic_is_by_default)
 
 TEST(rc_tm_devices, soft_setting_lists_or_withholds_the_software_nic)
 {
-    uct_component_h component = rc_tm_component();
+    uct_component_h component = find_component("rc_tm");
     ASSERT_NE(nullptr, component);
 
     /* No NIC here: the software NIC is listed by default */
@@ -252,7 +191,7 @@ protected:
 /* Exit codes of the child: 0 or the first check that failed */
 static void fork_init_by_default_child()
 {
-    uct_component_h component = rc_tm_component();
+    uct_component_h component = find_component("rc_tm");
     uct_md_h md;
     void *buf;
     uct_mem_h memh;
@@ -292,7 +231,7 @@ TEST_F(rc_tm_fork_DeathTest, listing_calls_fork_init_before_any_device)
 
 static void fork_init_too_late_child()
 {
-    uct_component_h component = rc_tm_component();
+    uct_component_h component = find_component("rc_tm");
     uct_md_h md, md_try, md_yes;
 
     if (component == NULL) {
