@@ -71,6 +71,9 @@ typedef struct tm_dev_attr {
     uint32_t            eager_packet_size;  /* longer matched eager: MATCH, then DATA_VALID */
     uint32_t            max_msg_size;       /* largest SEND */
     uint32_t            max_send_wr;        /* per connection */
+    uint32_t            max_inline;         /* inline data asked of each send
+                                               QP; 0: 64, UCX's TX_MIN_INLINE
+                                               (the provider may grant more) */
     uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
     uint32_t            soft_tm_max_sge;    /* tm_caps.max_sge: 1 or 2 */
     uint32_t            pkey;               /* 0: the port's first P_Key of

@@ -86,7 +86,8 @@ void tm_verbs_limits_init(tm_verbs_limits_t *lim,
     lim->eager_packet_size = tm_verbs_mtu_bytes(port_attr->active_mtu);
     lim->max_rd_atomic     = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
                                             (uint32_t)orig->max_qp_init_rd_atom);
-    lim->max_inline        = TM_VERBS_MIN_INLINE;  /* until probed */
+    lim->max_inline        = req->max_inline ? req->max_inline :
+                             TM_VERBS_MIN_INLINE;  /* asked; then probed */
     lim->max_dest_rd_atomic = tm_verbs_clamp(0, TM_VERBS_MAX_RD_ATOMIC,
                                              (uint32_t)orig->max_qp_rd_atom);
 }

@@ -162,11 +162,12 @@ int tm_verbs_probe_queues(tm_verbs_dev_t *dev)
         return ret;
     }
 
-    qp = tm_verbs_probe_qp(dev, cq, srq, TM_VERBS_MIN_INLINE, &init);
+    qp = tm_verbs_probe_qp(dev, cq, srq, dev->lim.max_inline, &init);
     if (qp == NULL) {
         ret = (errno != 0) ? errno : ENOMEM;
-        tm_dev_debug("verbs: %s: cannot create an RC QP on a TM-SRQ: %s",
-                     dev->super.name, strerror(ret));
+        tm_dev_debug("verbs: %s: cannot create an RC QP on a TM-SRQ with "
+                     "%u bytes inline: %s", dev->super.name,
+                     dev->lim.max_inline, strerror(ret));
     } else {
         dev->lim.max_inline = init.cap.max_inline_data;
         dev->lib->destroy_qp(qp);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #define UCT_RC_TM_MAX_DEVICES      16
+#define UCT_RC_TM_SOFT_TX_INLINE   256  /* the software NIC's inline segment */
 
 
 /* UCX_RC_TM_SOFT_PROGRESS, in the order of TM_DEV_SOFT_PROGRESS_* */
@@ -49,6 +50,16 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "bytes, all posted at once: 1024 pin 8 MiB per interface (UCX's RC\n"
      "receive queue, UCX_RC_RX_QUEUE_LEN=4095, pins 33 MiB).",
      ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MIN_INLINE", "auto",
+     "Bytes of inline data to ask of each send QP (as UCX_RC_TX_MIN_INLINE);\n"
+     "messages that fit, with their 16-byte header, are copied into the work\n"
+     "request. The provider may grant more (mlx5 fills its WQE: 124 for 64).\n"
+     "'auto' asks 64 of a NIC, as UCX, where each byte more grows every WQE\n"
+     "of every connection's send queue; and 256 of the software NIC, whose\n"
+     "work requests hold 256 bytes whatever is asked.",
+     ucs_offsetof(uct_rc_tm_md_config_t, tx_min_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
 
     {"PKEY", "auto",
      "InfiniBand partition the connections use, 0..0x7fff (as UCX_IB_PKEY).\n"
@@ -345,6 +356,17 @@ void uct_rc_tm_md_attr(uct_md_h tl_md, uct_rc_tm_md_attr_t *attr)
     attr->rkey_packed_size = sizeof(uct_rc_tm_packed_rkey_t);
 }
 
+/* Inline data to ask of the send QPs: UCX's 64 of a NIC, where it sizes
+ * every WQE; all of the software NIC's fixed 256-byte inline segment */
+static uint32_t uct_rc_tm_md_tx_inline(const uct_rc_tm_md_config_t *config,
+                                       const tm_dev_info_t *info)
+{
+    if (config->tx_min_inline != UCS_MEMUNITS_AUTO) {
+        return ucs_min(config->tx_min_inline, UINT32_MAX);
+    }
+    return info->soft ? UCT_RC_TM_SOFT_TX_INLINE : 0;
+}
+
 ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                                       const char *md_name,
                                       const uct_md_config_t *uct_md_config,
@@ -414,6 +436,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.max_num_tags      = config->list_size;
     attr.max_ops           = max_ops;
     attr.srq_depth         = config->srq_depth;
+    attr.max_inline        = uct_rc_tm_md_tx_inline(config, &info);
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
@@ -424,8 +447,9 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
 
     ret = tm_dev_open(&info, &attr, &md->dev);
     if (ret != 0) {
-        ucs_error("rc_tm: failed to open device %s: %s", md_name,
-                  strerror(ret));
+        ucs_error("rc_tm: failed to open device %s%s: %s", md_name,
+                  (config->tx_min_inline == UCS_MEMUNITS_AUTO) ? "" :
+                  " with UCX_RC_TM_TX_MIN_INLINE", strerror(ret));
         ucs_free(md);
         return uct_rc_tm_status_from_errno(ret);
     }

@@ -30,6 +30,9 @@ typedef struct uct_rc_tm_md_config {
     size_t                   max_list_ops;     /* outstanding list operations,
                                                   or UCS_ULUNITS_AUTO */
     unsigned                 srq_depth;        /* untagged receive buffers */
+    size_t                   tx_min_inline;    /* inline bytes asked of each
+                                                  send QP, or
+                                                  UCS_MEMUNITS_AUTO */
     size_t                   pkey;             /* UCX_RC_TM_PKEY, or
                                                   UCS_HEXUNITS_AUTO (UCX's
                                                   parser writes a size_t) */
