@@ -267,7 +267,10 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
     wc           = sn_cq_push(srq->cq);
     wc->wr_id    = rbuf->wr_id;
     wc->status   = IBV_WC_SUCCESS;
-    wc->opcode   = (kind == SN_ARR_NO_TAG) ? IBV_WC_TM_NO_TAG : IBV_WC_RECV;
+    /* as mlx5_cq_read_wc_opcode: the TM CQE's application opcode names an
+     * unexpected tagged message TM_RECV and a NO_TAG (or FIN) one TM_NO_TAG */
+    wc->opcode   = (kind == SN_ARR_NO_TAG) ? IBV_WC_TM_NO_TAG :
+                   (kind == SN_ARR_UNEXP)  ? IBV_WC_TM_RECV : IBV_WC_RECV;
     wc->qp_num   = qp->ibv.qp_num;
     wc->byte_len = rec->len;
     sn_wc_imm_fill(wc, rec);

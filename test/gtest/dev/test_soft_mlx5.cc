@@ -470,6 +470,45 @@ TEST_F(soft_mlx5_small_cq, list_ops_and_arrivals_overrun_the_receive_cq)
 }
 
 
+/* ----- the opcode of what lands in an untagged buffer ----- */
+
+/* mlx5_cq_read_wc_opcode reads the TM CQE's application opcode: a tagged
+ * message that matched nothing (TM_UNEXPECTED) is IBV_WC_TM_RECV with
+ * neither MATCH nor DATA_VALID, a NO_TAG one IBV_WC_TM_NO_TAG (rdma-core's
+ * tests/test_tag_matching.py, test_tm_unexpected_tag, checks the first).
+ * The device layer hands the first on as IBV_WC_RECV. */
+TEST_F(soft_mlx5, unexpected_tagged_message_reads_as_tm_recv)
+{
+    struct ibv_cq_ex *ex = r.cq->cq;
+    struct ibv_poll_cq_attr attr = {};
+
+    manual();
+    r.post_rbufs(3, 64, 100);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 7, 1, "tagged"), 1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0, "untagged"), 2));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 8, 2, "again"), 3));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+
+    ASSERT_EQ(0, ibv_start_poll(ex, &attr));
+    EXPECT_EQ(100u, ex->wr_id);
+    EXPECT_EQ(IBV_WC_TM_RECV, ibv_wc_read_opcode(ex));
+    EXPECT_EQ(0u, ibv_wc_read_wc_flags(ex) &
+                  (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID));
+    ASSERT_EQ(0, ibv_next_poll(ex));
+    EXPECT_EQ(101u, ex->wr_id);
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, ibv_wc_read_opcode(ex));
+    ibv_end_poll(ex);
+
+    tm_dev_wc_t wc;
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(102u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_RECV, wc.opcode) << "the device layer's form";
+    EXPECT_EQ(0u, wc.wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID));
+}
+
+
 /* ----- issue 36 item 3: a CQE the provider cannot parse ----- */
 
 /* mlx5_start_poll / mlx5_next_poll return CQ_POLL_ERR (-2) for a CQE
