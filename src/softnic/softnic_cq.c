@@ -306,7 +306,9 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     sn_context_t *ctx = sn_ctx(context);
     sn_cq_t *cq;
 
+    /* comp_vector as the kernel's create_cq checks it */
     if ((attr->cqe == 0) || (attr->cqe > SN_MAX_CQE) ||
+        (attr->comp_vector >= (uint32_t)context->num_comp_vectors) ||
         (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
         (attr->wc_flags & ~(uint64_t)SN_CQ_WC_FLAGS)) {
         errno = (attr->wc_flags & ~(uint64_t)SN_CQ_WC_FLAGS) ? EOPNOTSUPP :

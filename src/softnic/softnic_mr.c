@@ -85,7 +85,11 @@ struct ibv_mr *softnic_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
     sn_mr_t *mr;
     uint32_t index, gen;
 
-    if ((addr == NULL) && (length != 0)) {
+    /* As the kernel's ib_check_mr_access: a remote write or atomic needs
+     * local write (the IB specification) */
+    if (((addr == NULL) && (length != 0)) ||
+        ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+         !(access & IBV_ACCESS_LOCAL_WRITE))) {
         errno = EINVAL;
         return NULL;
     }

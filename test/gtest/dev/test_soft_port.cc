@@ -346,3 +346,61 @@ TEST_F(soft_pair, destroying_a_conn_drops_its_unpolled_send_completions)
     EXPECT_EQ(9u, v[0].wr_id);
     EXPECT_EQ(tm_dev_conn_qp_num(cs2), v[0].qp_num);
 }
+
+
+/* ---- arguments the kernel checks before any provider sees them ---- */
+
+/* ib_check_mr_access: remote write or atomic access without local write is
+ * EINVAL; with it, or read-only, the region is made */
+TEST(soft_verbs_args, remote_write_needs_local_write)
+{
+    struct ibv_context *ctx = softnic_open_device(
+            softnic_get_device_list(nullptr)[0]);
+    ASSERT_NE(nullptr, ctx);
+    struct ibv_pd *pd = softnic_alloc_pd(ctx);
+    ASSERT_NE(nullptr, pd);
+    static char buf[64];
+
+    for (int access : std::vector<int>{
+                 IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_ATOMIC,
+                 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ}) {
+        errno = 0;
+        EXPECT_EQ(nullptr, softnic_reg_mr(pd, buf, sizeof(buf), access))
+                << access;
+        EXPECT_EQ(EINVAL, errno) << access;
+    }
+    for (int access : std::vector<int>{
+                 0, IBV_ACCESS_REMOTE_READ,
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                 IBV_ACCESS_REMOTE_ATOMIC}) {
+        struct ibv_mr *mr = softnic_reg_mr(pd, buf, sizeof(buf), access);
+        EXPECT_NE(nullptr, mr) << access;
+        if (mr != nullptr) {
+            EXPECT_EQ(0, softnic_dereg_mr(mr));
+        }
+    }
+    EXPECT_EQ(0, softnic_dealloc_pd(pd));
+    EXPECT_EQ(0, softnic_close_device(ctx));
+}
+
+/* uverbs' create_cq: a completion vector the device does not have is
+ * EINVAL */
+TEST(soft_verbs_args, cq_comp_vector_must_exist)
+{
+    struct ibv_context *ctx = softnic_open_device(
+            softnic_get_device_list(nullptr)[0]);
+    ASSERT_NE(nullptr, ctx);
+    struct ibv_cq_init_attr_ex attr = {};
+
+    attr.cqe         = 16;
+    attr.comp_vector = (uint32_t)ctx->num_comp_vectors;
+    errno            = 0;
+    EXPECT_EQ(nullptr, ibv_create_cq_ex(ctx, &attr));
+    EXPECT_EQ(EINVAL, errno);
+
+    attr.comp_vector = (uint32_t)ctx->num_comp_vectors - 1;
+    struct ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &attr);
+    ASSERT_NE(nullptr, cq);
+    EXPECT_EQ(0, softnic_destroy_cq(ibv_cq_ex_to_cq(cq)));
+    EXPECT_EQ(0, softnic_close_device(ctx));
+}
