@@ -23,12 +23,6 @@ static inline ucs_status_t rc_tm_config_modify(void *config,
     const std::string full_name = "RC_TM_" + name;
 #else
     const std::string &full_name = name;
-/* UCP 1.16 and later keep an md's registrations in their own cache
- * (md attribute cache_mem_types): a buffer registered again through UCP
- * does not reach the md */
-#define RC_TM_UCP_CACHES_REGISTRATIONS \
-    ((UCT_VERNO_MAJOR > 1) || (UCT_VERNO_MINOR >= 16))
-
 #endif
     return uct_config_modify(config, full_name.c_str(), value.c_str());
 }
@@ -38,5 +32,11 @@ static inline ucs_status_t rc_tm_config_modify(void *config,
  * does not reach the md */
 #define RC_TM_UCP_CACHES_REGISTRATIONS \
     ((UCT_VERNO_MAJOR > 1) || (UCT_VERNO_MINOR >= 16))
+
+/* UCP 1.21 and later also match a network device by its name before the
+ * ':' in UCX_NET_DEVICES ("mlx5_0" selects "mlx5_0:1", ucp_context.c
+ * ucp_is_resource_in_device_list); earlier UCP match the whole name only */
+#define RC_TM_UCP_NET_DEVICES_BASENAME \
+    ((UCT_VERNO_MAJOR > 1) || (UCT_VERNO_MINOR >= 21))
 
 #endif
