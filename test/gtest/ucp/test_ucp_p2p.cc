@@ -68,6 +68,10 @@ protected:
         ucp_config_t *config;
         ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
         ASSERT_EQ(UCS_OK, ucp_config_modify(config, "TLS", tls));
+        /* tcp's connection manager, not rdmacm's where the host has one:
+         * the wireup needs no RDMA stack but the software NIC */
+        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "SOCKADDR_TLS_PRIORITY",
+                                            "tcp"));
         ucp_params_t params = {};
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;
         params.features     = UCP_FEATURE_TAG;
