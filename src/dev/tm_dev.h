@@ -54,8 +54,8 @@ typedef struct tm_dev_info {
 /*
  * Settings asked of a device when it is opened; zero means "default".
  * Each is clamped to what the NIC reports.  eager_packet_size,
- * max_msg_size, soft_progress and soft_tm_max_sge apply to the software NIC
- * only (a NIC's packet is its MTU, its largest message its port's, its
+ * max_msg_size, soft_progress, soft_tm_max_sge and soft_no_connect_to_srq
+ * apply to the software NIC only (a NIC's packet is its MTU, its largest message its port's, its
  * list entries' scatter entries its own: mlx5 takes 1).
  */
 /* Fewest untagged SRQ buffers tag matching works with: rdma-core's tests
@@ -76,6 +76,10 @@ typedef struct tm_dev_attr {
                                                (the provider may grant more) */
     uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
     uint32_t            soft_tm_max_sge;    /* tm_caps.max_sge: 1 or 2 */
+    uint32_t            soft_no_connect_to_srq; /* withhold the software
+                                               NIC's connections to a remote
+                                               SRQ: connect QP to QP only,
+                                               as on mlx5 */
     uint32_t            pkey;               /* 0: the port's first P_Key of
                                                full membership (UCX's
                                                UCX_IB_PKEY=auto); else

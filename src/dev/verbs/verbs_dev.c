@@ -431,7 +431,8 @@ int tm_verbs_port_refresh(tm_verbs_dev_t *dev)
  * The software NIC's settings (its extension): what a NIC fixes (packet
  * size, largest SEND, rendezvous header, an engine of its own) is asked of
  * it, then read back into the limits.  It also offers connections to a
- * remote SRQ.
+ * remote SRQ, unless they are withheld (soft_no_connect_to_srq): then it
+ * connects QP to QP only, as a NIC.
  */
 static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
                                   const tm_dev_attr_t *attr)
@@ -457,7 +458,9 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
     if (ret != 0) {
         return ret;
     }
-    dev->flags |= TM_DEV_CAP_CONNECT_TO_SRQ;
+    if (!attr->soft_no_connect_to_srq) {
+        dev->flags |= TM_DEV_CAP_CONNECT_TO_SRQ;
+    }
     snprintf(dev->driver, sizeof(dev->driver), "software NIC");
     return 0;
 }
@@ -586,7 +589,7 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
 
     dev->super.port_num = dev->port_num;
     tm_verbs_limits_init(&dev->lim, &dev->dev_attr, &dev->port_attr, attr);
-    if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+    if (softnic_dv_is_softnic(dev->ctx)) {
         tm_verbs_softnic_limits(dev);
     }
     if (dev->lim.srq_depth < TM_DEV_MIN_SRQ_DEPTH) {

@@ -125,6 +125,16 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, soft_tm_max_sge),
      UCS_CONFIG_TYPE_UINT},
 
+    {"SOFT_CONNECT_TO_SRQ", "y",
+     "Software NIC only: connect an endpoint to a peer's interface (its\n"
+     "tag-matching SRQ) without the peer's part, an extension of the\n"
+     "software NIC, so that UCP wires rc_tm up by itself. With \"n\" rc_tm\n"
+     "connects endpoint to endpoint only, as on a NIC (mlx5), and UCP needs\n"
+     "an auxiliary transport to exchange the addresses (UCX_TLS=rc_tm,tcp,\n"
+     "rc_tm,posix, or rc_tm,ud_verbs:aux on a NIC).",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_connect_to_srq),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
      "registered again (UCP registers every receive it offloads and every\n"
@@ -440,6 +450,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
+    attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
     attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;
     attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :

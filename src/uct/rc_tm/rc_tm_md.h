@@ -47,6 +47,9 @@ typedef struct uct_rc_tm_md_config {
                                                   (TM_DEV_SOFT_PROGRESS_*) */
     unsigned                 soft_tm_max_sge;  /* soft device: scatter
                                                   entries of a list entry */
+    int                      soft_connect_to_srq; /* soft device: offer
+                                                  connections to a remote
+                                                  SRQ (CONNECT_TO_IFACE) */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_rc_tm_rcache_config_t rcache;          /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

@@ -11,7 +11,19 @@
 #include <uct/api/uct.h>
 #include <uct/api/version.h>
 
+#include <cstdlib>
 #include <string>
+
+/* UCX_TLS of the UCP-level tests: rc_tm alone, or what RC_TM_TEST_TLS
+ * names (rc_tm and an auxiliary transport for wireup, e.g. rc_tm,tcp, where
+ * UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n makes rc_tm connect endpoint to endpoint
+ * only, as on a NIC) */
+static inline const char *rc_tm_test_tls()
+{
+    const char *tls = getenv("RC_TM_TEST_TLS");
+
+    return ((tls != NULL) && (*tls != '\0')) ? tls : "rc_tm";
+}
 
 /* Sets UCX_RC_TM_<name> in a config read with uct_md_config_read() or
  * uct_md_iface_config_read() for rc_tm */

@@ -7,6 +7,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "../common/rc_tm_config.h"
+
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -46,7 +48,7 @@ struct ucp_peer {
         if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
             return false;
         }
-        ucp_config_modify(config, "TLS", "rc_tm");
+        ucp_config_modify(config, "TLS", rc_tm_test_tls());
         ucp_config_modify(config, "KEEPALIVE_INTERVAL", "0.1s");
         ucp_config_modify(config, "RNDV_THRESH", "64k");
         ucp_params_t params = {};

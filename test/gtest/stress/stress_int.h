@@ -10,6 +10,7 @@
 #include "ucp_stress.h"
 #include "mpi_model.h"
 
+#include "../common/rc_tm_config.h"
 #include "../common/softnic_steer.h"
 
 #include <ucp/api/ucp.h>

@@ -131,7 +131,7 @@ bool stress_peer::setup()
         report("ucp_config_read: %s", ucs_status_string(status));
         return false;
     }
-    ucp_config_modify(config, "TLS", "rc_tm");
+    ucp_config_modify(config, "TLS", rc_tm_test_tls());
     ucp_params_t params    = {};
     params.field_mask      = UCP_PARAM_FIELD_FEATURES |
                              UCP_PARAM_FIELD_TAG_SENDER_MASK;

@@ -46,7 +46,7 @@ protected:
     {
         ucp_config_t *config;
         ASSERT_EQ(UCS_OK, ucp_config_read(NULL, NULL, &config));
-        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "TLS", "rc_tm"));
+        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "TLS", rc_tm_test_tls()));
 
         ucp_params_t params = {};
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;

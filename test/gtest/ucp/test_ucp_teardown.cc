@@ -9,6 +9,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "../common/rc_tm_config.h"
+
 #include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,7 +67,7 @@ struct ucp_user {
         ucp_params_t params = {};
 
         if ((ucp_config_read(NULL, NULL, &config) != UCS_OK) ||
-            (ucp_config_modify(config, "TLS", "rc_tm") != UCS_OK)) {
+            (ucp_config_modify(config, "TLS", rc_tm_test_tls()) != UCS_OK)) {
             return false;
         }
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;

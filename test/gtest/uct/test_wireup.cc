@@ -162,3 +162,35 @@ TEST_F(rc_tm_wireup, connect_to_ep_v2_connects)
     EXPECT_TRUE(wait_for([&] { return !m_receiver.am_received.empty(); }));
 }
 #endif
+
+/* UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n withholds the software NIC's connections
+ * to a remote SRQ (issue 36 item 1): the interface then connects endpoint
+ * to endpoint only, as on mlx5 (UCT_IFACE_FLAG_CONNECT_TO_EP, no interface
+ * address), so UCP must wire it up through an auxiliary transport; the
+ * endpoints connected to each other carry data both ways */
+TEST_F(rc_tm_wireup, withheld_connect_to_srq_connects_endpoint_to_endpoint)
+{
+    open({{"SOFT_CONNECT_TO_SRQ", "n"}});   /* connects the first pair */
+    for (entity *e : {&m_sender, &m_receiver}) {
+        EXPECT_FALSE(e->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+        EXPECT_TRUE(e->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP);
+        EXPECT_EQ(0u, e->attr.iface_addr_len);
+        EXPECT_GT(e->attr.ep_addr_len, 0u);
+    }
+
+    ucs_status_t status;
+    ASSERT_TRUE(wait_for([&] {
+        status = uct_ep_am_short(m_sender.eps.at(0), 1, 0x1234, nullptr, 0);
+        return status != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_EQ(UCS_OK, status);
+    ASSERT_TRUE(wait_for([&] {
+        status = uct_ep_am_short(m_receiver.eps.at(0), 1, 0x5678, nullptr, 0);
+        return status != UCS_ERR_NO_RESOURCE;
+    }));
+    ASSERT_EQ(UCS_OK, status);
+    EXPECT_TRUE(wait_for([&] {
+        return !m_receiver.am_received.empty() &&
+               !m_sender.am_received.empty();
+    }));
+}
