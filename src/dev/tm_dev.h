@@ -293,6 +293,11 @@ void tm_dev_destroy_conn(tm_dev_conn_t *conn);
  * CQs, and more may come after set_error: all are to be polled before
  * tm_dev_destroy_conn, which drops them (as rdma-core's mlx5 does) */
 int  tm_dev_conn_set_error(tm_dev_conn_t *conn);
+/* Whether the receive-only QP is in the error state (ibv_query_qp): how a
+ * failed rendezvous read of the device, or a FIN that failed, is learned.
+ * Its requester CQEs go to a CQ never polled, as mlx5's poll cannot parse
+ * them for a QP without a send queue.  A syscall: not for the hot path */
+int  tm_dev_conn_rx_failed(tm_dev_conn_t *conn);
 /* Whether the sending QP of a connection in the error state reached its
  * last WQE (IBV_EVENT_QP_LAST_WQE_REACHED, as tm_dev_progress_events() read
  * it): every completion of its own is on the CQs by then, and only a poll

@@ -47,6 +47,21 @@
                          IBV_WC_EX_WITH_DLID_PATH_BITS | \
                          IBV_WC_EX_WITH_TM_INFO)
 
+/* mlx5's poll of a requester CQE takes its wr_id from the QP's send queue
+ * (rdma-core providers/mlx5/cq.c, MLX5_CQE_REQ_ERR: sq.wrid, sq.wqe_head);
+ * a QP created with max_send_wr 0 has none allocated and the poll crashes.
+ * The harsher reading of a crash: abort */
+static void sn_cqe_check_parseable(const sn_cqe_t *cqe)
+{
+    if (sn_unlikely(cqe->kind == SN_CQE_REQ_NO_SQ)) {
+        sn_error("QP 0x%x: requester CQE (%s) polled for a QP created "
+                 "without a send queue: mlx5's poll dereferences the send "
+                 "queue it has not", cqe->qp_num,
+                 ibv_wc_status_str(cqe->status));
+        abort();
+    }
+}
+
 static inline const sn_cqe_t *sn_cq_current(struct ibv_cq_ex *ex)
 {
     return sn_cq(ex)->cur_cqe;
@@ -129,6 +144,7 @@ static inline int sn_cq_load(sn_cq_t *cq)
         if (sn_unlikely(cqe->kind == SN_CQE_UNPARSEABLE)) {
             return SN_CQ_POLL_ERR;
         }
+        sn_cqe_check_parseable(cqe);
         sn_srq_cqe_poll(cqe);
     }
     cq->ex.status = cqe->status;
@@ -241,6 +257,7 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
                 n = SN_CQ_POLL_ERR;
                 break;
             }
+            sn_cqe_check_parseable(cqe);
             sn_srq_cqe_poll(cqe);
         }
         wc[n].wr_id      = cqe->wr_id;

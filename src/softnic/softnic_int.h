@@ -244,7 +244,10 @@ typedef enum {
     SN_CQE_TM_OP,           /* ADD / DEL / SYNC: wr_id given; DEL status */
     SN_CQE_TM_CONSUMED,     /* an entry consumed, more to come (MATCH) */
     SN_CQE_TM_FINAL,        /* an entry's last completion */
-    SN_CQE_TM_UNEXP         /* a tagged message no entry took */
+    SN_CQE_TM_UNEXP,        /* a tagged message no entry took */
+    SN_CQE_REQ_NO_SQ        /* a requester CQE of a QP created without a
+                               send queue: mlx5's poll dereferences the
+                               send queue it has not (sn_cq_load aborts) */
 } sn_cqe_kind_t;
 
 /* A completion entry */

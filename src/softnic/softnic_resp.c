@@ -557,7 +557,10 @@ bool sn_srq_data_ready(const sn_srq_t *srq)
 
 /* The NIC's read failed: the receive-only QP fails, and the failure is
  * reported on its send CQ with nothing to name the entry (its final
- * completion never comes: the provider never frees its handle) */
+ * completion never comes: the provider never frees its handle).  That CQE
+ * is a requester CQE of a QP without a send queue: polling it aborts, as
+ * mlx5's provider would crash on it; software learns the failure from the
+ * QP's state (ibv_query_qp) */
 static void sn_xfer_read_failed(sn_xfer_t *xfer, enum ibv_wc_status status)
 {
     sn_qp_t *qp = xfer->qp;
@@ -571,6 +574,8 @@ static void sn_xfer_read_failed(sn_xfer_t *xfer, enum ibv_wc_status status)
     wc->opcode     = IBV_WC_SEND;
     wc->qp_num     = qp->ibv.qp_num;
     wc->vendor_err = 0x20 + status;
+    wc->kind       = (qp->rx_only && !qp->passive) ? SN_CQE_REQ_NO_SQ :
+                                                     SN_CQE_PLAIN;
     sn_qp_set_error(qp);
 }
 

@@ -100,11 +100,16 @@ static inline void sn_qp_check_peer_parked(sn_qp_t *qp)
 }
 
 /* The QP has send-side work (sn_qp_waits_on_peer, or its last WQE event
- * due): polls of its send CQ look at it until it has none */
+ * due): polls of its send CQ look at it until it has none.  A receive-only
+ * QP's sends are the NIC's own (FINs): its SRQ's CQ drives them, since its
+ * send CQ may be one software never polls (mlx5's provider cannot parse a
+ * requester CQE of a QP without a send queue) */
 static inline void sn_qp_mark_busy(sn_qp_t *qp)
 {
+    sn_cq_t *cq = qp->rx_only ? qp->srq->cq : qp->send_cq;
+
     if (sn_list_empty(&qp->busy_link)) {
-        sn_list_add_tail(&qp->send_cq->send_busy, &qp->busy_link);
+        sn_list_add_tail(&cq->send_busy, &qp->busy_link);
     }
 }
 

@@ -51,7 +51,10 @@ static int tm_verbs_qp_init(tm_verbs_dev_t *dev, struct ibv_qp *qp)
 
 /* One RC QP of a connection, in INIT.  max_send_wr 0 makes the receive-only
  * QP, whose sends are the NIC's own (rendezvous reads, FINs): they complete
- * nowhere, but a failure of one does, on the SRQ's CQ */
+ * nowhere, but a failure or flush of one does, on its send CQ, which is the
+ * SRQ's rx_send_cq, never polled (mlx5's poll crashes on a requester CQE of
+ * a QP without a send queue); its failure is read from its state
+ * (tm_dev_conn_rx_failed) */
 static int tm_verbs_conn_qp_create(tm_verbs_dev_t *dev, tm_verbs_srq_t *srq,
                                    tm_dev_cq_t *send_cq, uint32_t max_send_wr,
                                    tm_verbs_conn_t *conn, struct ibv_qp **qp_p)
@@ -111,7 +114,7 @@ int tm_dev_create_conn(tm_dev_t *tdev, tm_dev_srq_t *tsrq,
     if (ret != 0) {
         goto err_free;
     }
-    ret = tm_verbs_conn_qp_create(dev, srq, srq->cq, 0, conn,
+    ret = tm_verbs_conn_qp_create(dev, srq, srq->rx_send_cq, 0, conn,
                                   &conn->super.rx_qp);
     if (ret != 0) {
         goto err_destroy_qp;
@@ -225,6 +228,26 @@ int tm_dev_conn_set_error(tm_dev_conn_t *tconn)
         }
     }
     return 0;
+}
+
+int tm_dev_conn_rx_failed(tm_dev_conn_t *tconn)
+{
+    tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
+    struct ibv_qp_init_attr init;
+    struct ibv_qp_attr attr;
+    int ret;
+
+    if (tconn->rx_qp == NULL) {
+        return 0;
+    }
+    ret = tm_verbs_conn_dev(conn)->lib->query_qp(tconn->rx_qp, &attr,
+                                                 IBV_QP_STATE, &init);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: ibv_query_qp(0x%x) failed: %s",
+                     tconn->dev->name, tconn->rx_qp->qp_num, strerror(ret));
+        return 0;
+    }
+    return attr.qp_state == IBV_QPS_ERR;
 }
 
 static void tm_verbs_async_event(tm_verbs_dev_t *dev,

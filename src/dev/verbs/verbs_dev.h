@@ -40,6 +40,7 @@ extern "C" {
                                                TX_MIN_INLINE: mlx5 grants
                                                what fills the WQE (124) */
 #define TM_VERBS_MAX_SEND_SGE        2      /* header + payload */
+#define TM_VERBS_RX_SEND_CQ_DEPTH    64     /* never polled (tm_verbs_srq_t) */
 #define TM_VERBS_MAX_RD_ATOMIC       16     /* rendezvous reads in flight */
 
 /* RC transport parameters (UCX rc defaults) */
@@ -160,6 +161,10 @@ struct tm_verbs_conn {
 typedef struct tm_verbs_srq {
     tm_dev_srq_t                super;      /* super.srq: the TM-SRQ */
     tm_dev_cq_t                 *cq;        /* receive CQ, not owned */
+    tm_dev_cq_t                 *rx_send_cq;/* the receive-only QPs' send
+                                               CQ, never polled: mlx5's
+                                               poll cannot parse their
+                                               requester CQEs */
     tm_verbs_conn_t             *borrowed;  /* connections accepted by it */
 } tm_verbs_srq_t;
 

@@ -282,6 +282,18 @@ int tm_dev_create_srq(tm_dev_t *tdev, tm_dev_cq_t *recv_cq,
         return ret;
     }
 
+    /* The receive-only QPs' send CQ.  The NIC writes there only when one
+     * of its reads or FINs fails or is flushed, and mlx5's poll would crash
+     * on such a CQE (no send queue: rdma-core cq.c, MLX5_CQE_REQ_ERR), so
+     * it is never polled; destroying a QP removes its CQEs from it, and an
+     * overrun (IBV_EVENT_CQ_ERR) of it concerns no one */
+    ret = tm_dev_create_cq(tdev, TM_VERBS_RX_SEND_CQ_DEPTH, &srq->rx_send_cq);
+    if (ret != 0) {
+        dev->lib->destroy_srq(srq->super.srq);
+        free(srq);
+        return ret;
+    }
+
     srq->super.dev = tdev;
     srq->cq        = recv_cq;
     recv_cq->tm    = 1;     /* its completions need the extended reads */
@@ -307,6 +319,7 @@ void tm_dev_destroy_srq(tm_dev_srq_t *tsrq)
         srq->borrowed = conn->next;
         free(conn);
     }
+    tm_dev_destroy_cq(srq->rx_send_cq);
     free(srq);
 }
 

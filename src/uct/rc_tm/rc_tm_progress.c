@@ -144,6 +144,44 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     }
 }
 
+/*
+ * The device's rendezvous reads and FINs are the receive-only QP's sends,
+ * and mlx5's poll cannot parse their requester CQEs (no send queue): they
+ * go to a CQ never polled (tm_dev_conn_rx_failed).  A receive the device
+ * matched waits for its final completion; if the QP that took it is in
+ * error, that never comes: the receives matched there fail, and so does
+ * the connection.  Why the QP failed is not known (a NAKed read, a peer or
+ * link gone): UCS_ERR_IO_ERROR.
+ */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_check_rx_qps(uct_rc_tm_iface_t *iface)
+{
+    uint32_t checked = UINT32_MAX;
+    uct_rc_tm_recv_t *recv;
+    uct_rc_tm_ep_t *ep;
+    khiter_t it;
+
+again:
+    ucs_list_for_each(recv, &iface->tm.matched, sw_list) {
+        if (recv->rx_qp_num == checked) {
+            continue;
+        }
+        checked = recv->rx_qp_num;
+        it      = kh_get(uct_rc_tm_qpn, &iface->eps, checked);
+        if (it == kh_end(&iface->eps)) {
+            continue;           /* an accepted QP: its failure is polled */
+        }
+        ep = kh_value(&iface->eps, it);
+        if ((ep->conn != NULL) && tm_dev_conn_rx_failed(ep->conn)) {
+            ucs_error("rc_tm: receive-only qp 0x%x is in error: the device's "
+                      "rendezvous reads there failed", checked);
+            uct_rc_tm_tag_fail_matched(iface, checked, IBV_WC_GENERAL_ERR);
+            uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
+            goto again;
+        }
+    }
+}
+
 /* Every connection of the interface fails: what was lost (a completion,
  * or every later one of a CQ in error) concerned some of them, and no one
  * can tell which.  Said once; endpoints created since fail as well. */
@@ -205,6 +243,9 @@ uct_rc_tm_iface_check_events(uct_rc_tm_iface_t *iface)
 {
     iface->events_countdown = UCT_RC_TM_EVENTS_INTERVAL;
     tm_dev_progress_events(iface->dev);
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->tm.matched))) {
+        uct_rc_tm_iface_check_rx_qps(iface);
+    }
     if (ucs_unlikely(tm_dev_failed(iface->dev))) {
         uct_rc_tm_iface_fail_all(iface, UCS_ERR_IO_ERROR,
                                  "the device failed (IBV_EVENT_DEVICE_FATAL)");

@@ -97,6 +97,47 @@ TEST_F(soft_pair, rndv_is_read_by_the_nic_on_the_receive_only_qp)
     EXPECT_EQ(std::string(len, 'R'), std::string(dst, len));
 }
 
+/* mlx5's poll of a requester CQE reads the QP's send queue, which a QP
+ * created with max_send_wr 0 has not (rdma-core cq.c, MLX5_CQE_REQ_ERR):
+ * the NIC's failed read on such a QP whose send CQ software polls crashes
+ * the poll.  The software NIC aborts (the device layer gives that QP a send
+ * CQ never polled: soft_pair.rndv_with_bad_key_fails_and_sends_no_fin) */
+class soft_mlx5_DeathTest : public soft_pair {};
+
+TEST_F(soft_mlx5_DeathTest, requester_cqe_of_a_qp_without_send_queue)
+{
+    struct ibv_qp *rx = tm_dev_ibv_rx_qp(cr);
+    struct ibv_qp_init_attr init;
+    memset(&init, 0, sizeof(init));
+    init.send_cq = rx->recv_cq;         /* the CQ software polls */
+    init.recv_cq = rx->recv_cq;
+    init.srq     = rx->srq;
+    init.qp_type = IBV_QPT_RC;
+    struct ibv_qp *qp = softnic_create_qp(rx->pd, &init);
+    ASSERT_NE(nullptr, qp);
+    struct ibv_qp_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.port_num        = 1;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(0, softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
+                                   IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS));
+    tm_dev_conn_t *xs = s.create_conn();
+    ASSERT_NO_FATAL_FAILURE(connect_qp(s, tm_dev_ibv_qp(xs), r, qp->qp_num));
+    ASSERT_NO_FATAL_FAILURE(connect_qp(r, qp, s, tm_dev_conn_qp_num(xs)));
+
+    char *dst = r.alloc(256), *src = s.alloc(256);
+    ASSERT_EQ(0, r.add_tag(1, ~0ull, dst, 256, 9, 0, nullptr, 0, 0));
+    ASSERT_EQ(0, s.send(xs, rndv_msg(1, 0, src, s.mr->rkey + 1, 256), 1));
+    /* the MATCH, then the failed read's CQE (one poll may take both) */
+    EXPECT_DEATH({
+        tm_dev_wc_t wc;
+        while (r.next(&wc, 1.0)) {
+        }
+    }, "without a send queue");
+    EXPECT_EQ(0, softnic_destroy_qp(qp));
+}
+
 /* A rendezvous arriving on a QP that has a send queue: the NIC cannot read
  * it.  The harsher reading: a request it cannot serve (the QP fails, the
  * receive side gets an error completion), nothing matched or read */

@@ -345,15 +345,18 @@ TEST_F(soft_pair, rndv_with_bad_key_fails_and_sends_no_fin)
     EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
     EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, wc.wc_flags);
     /* as mlx5: the read is the receive-only QP's own request, so its error
-     * completion names that QP, with opcode 0 and no work request of ours;
-     * the tagged buffer never completes */
-    ASSERT_TRUE(r.next(&wc));
-    EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, wc.status);
-    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
-    EXPECT_EQ(0u, wc.wr_id);
-    EXPECT_EQ(tm_dev_conn_rx_qp_num(cr), wc.qp_num);
+     * completion is a requester CQE of that QP, which goes to its send CQ;
+     * the device layer never polls that one (mlx5's poll would crash on it:
+     * docs/verbs-device.md row 21), so nothing comes on the receive CQ: the
+     * QP's state tells; the tagged buffer never completes */
+    double deadline = now_sec() + 5.0;
+    while (!tm_dev_conn_rx_failed(cr) && (now_sec() < deadline)) {
+        r.poll();
+    }
+    EXPECT_TRUE(tm_dev_conn_rx_failed(cr));
+    EXPECT_FALSE(tm_dev_conn_rx_failed(cs)) << "the sender's receive side";
     EXPECT_EQ('d', dst[0]);
-    EXPECT_FALSE(r.next(&wc));
+    EXPECT_FALSE(r.next(&wc, 0.1));
     /* the sender sees no FIN */
     s.poll();
     for (auto &w : s.wcs) {

@@ -246,7 +246,9 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     ucx_log_capture log;
     softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
-    EXPECT_EQ(UCS_ERR_INVALID_ADDR, r.status);
+    /* learned from the receive-only QP's state (its requester CQE is never
+     * polled: docs/verbs-device.md row 21), which does not say why */
+    EXPECT_EQ(UCS_ERR_IO_ERROR, r.status);
     EXPECT_TRUE(rbuf.all('r'));
     EXPECT_TRUE(rbuf.guards_intact());
     for (int i = 0; i < 1000; ++i) {
