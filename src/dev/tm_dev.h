@@ -288,10 +288,13 @@ static inline int tm_dev_failed(tm_dev_t *dev)
 int  tm_dev_create_conn(tm_dev_t *dev, tm_dev_srq_t *srq, tm_dev_cq_t *send_cq,
                         tm_dev_conn_t **conn_p);
 void tm_dev_destroy_conn(tm_dev_conn_t *conn);
-/* Both QPs to the error state: the device receives and sends nothing more
- * on them, and flushes what was posted.  Their completions stay on the
- * CQs, and more may come after set_error: all are to be polled before
- * tm_dev_destroy_conn, which drops them (as rdma-core's mlx5 does) */
+/* The sending QP to the error state: it sends nothing more, and flushes
+ * what was posted; its completions stay on its CQ, and more may come after
+ * set_error: all are to be polled before tm_dev_destroy_conn, which drops
+ * them (as rdma-core's mlx5 does).  The receive-only QP stays as it is, as
+ * UCX leaves its TM QP: reads the device does there go on to their final
+ * completions, which a QP in error would never give (its flushes go to a
+ * CQ never polled); it is destroyed as it is */
 int  tm_dev_conn_set_error(tm_dev_conn_t *conn);
 /* Whether the receive-only QP is in the error state (ibv_query_qp): how a
  * failed rendezvous read of the device, or a FIN that failed, is learned.

@@ -209,25 +209,18 @@ int tm_dev_conn_set_error(tm_dev_conn_t *tconn)
 {
     tm_verbs_conn_t *conn = (tm_verbs_conn_t*)tconn;
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
-    struct ibv_qp **qp;
     int ret;
 
-    if (conn->borrowed) {
-        return 0;               /* its SRQ's */
+    if (conn->borrowed || (tconn->qp == NULL)) {
+        return 0;               /* its SRQ's, or nothing to send */
     }
-    for (qp = &tconn->qp; qp <= &tconn->rx_qp; ++qp) {
-        if (*qp == NULL) {
-            continue;
-        }
-        ret = tm_verbs_conn_dev(conn)->lib->modify_qp(*qp, &attr,
-                                                      IBV_QP_STATE);
-        if (ret != 0) {
-            tm_dev_debug("verbs: %s: QP 0x%x to error failed: %s",
-                         tconn->dev->name, (*qp)->qp_num, strerror(ret));
-            return ret;
-        }
+    ret = tm_verbs_conn_dev(conn)->lib->modify_qp(tconn->qp, &attr,
+                                                  IBV_QP_STATE);
+    if (ret != 0) {
+        tm_dev_debug("verbs: %s: QP 0x%x to error failed: %s",
+                     tconn->dev->name, tconn->qp->qp_num, strerror(ret));
     }
-    return 0;
+    return ret;
 }
 
 int tm_dev_conn_rx_failed(tm_dev_conn_t *tconn)

@@ -439,12 +439,33 @@ typedef struct uct_rc_tm_closing_conn {
                                            led here */
 } uct_rc_tm_closing_conn_t;
 
+/* A receive matched on the closing connection's receive-only QP awaits its
+ * final completion, unless that QP failed (a read NAKed, the peer gone):
+ * then none comes, and the receives matched there fail */
+static int uct_rc_tm_closing_rx_awaits(uct_rc_tm_iface_t *iface,
+                                       tm_dev_conn_t *conn)
+{
+    uint32_t rx_qp_num = tm_dev_conn_rx_qp_num(conn);
+
+    if (!uct_rc_tm_tag_awaits_final(iface, rx_qp_num)) {
+        return 0;
+    }
+    if (!tm_dev_conn_rx_failed(conn)) {
+        return 1;
+    }
+    ucs_error("rc_tm: receive-only qp 0x%x of a closing connection is in "
+              "error: the device's rendezvous reads there failed",
+              rx_qp_num);
+    uct_rc_tm_tag_fail_matched(iface, rx_qp_num, IBV_WC_GENERAL_ERR);
+    return 0;
+}
+
 static int uct_rc_tm_closing_drained(uct_rc_tm_iface_t *iface,
                                      tm_dev_conn_t *conn)
 {
     return tm_dev_conn_send_drained(conn) &&
            !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_qp_num(conn)) &&
-           !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_rx_qp_num(conn));
+           !uct_rc_tm_closing_rx_awaits(iface, conn);
 }
 
 static void uct_rc_tm_closing_destroy(uct_rc_tm_iface_t *iface,

@@ -17,6 +17,18 @@ class soft_async : public soft_pair {};
 class soft_async_small_packet : public soft_pair_small_packet {};
 class soft_async_DeathTest : public soft_pair {};
 
+/* Both QPs of conn to the error state: tm_dev_conn_set_error moves the
+ * sending one only (UCX leaves its TM QP as it is) */
+void both_to_error(tm_dev_conn_t *conn)
+{
+    struct ibv_qp_attr attr = {};
+
+    attr.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(0, tm_dev_conn_set_error(conn));
+    ASSERT_EQ(0, softnic_modify_qp(tm_dev_ibv_rx_qp(conn), &attr,
+                                   IBV_QP_STATE));
+}
+
 } // namespace
 
 /* The event is the device's, not the state change's: a poll raises it,
@@ -60,7 +72,7 @@ TEST_F(soft_async_small_packet, no_last_wqe_for_a_qp_without_a_send_queue)
     ASSERT_EQ(0, softnic_test_step_arrival(cr));
     ASSERT_EQ(1u, softnic_test_pending_data(r.srq));
 
-    ASSERT_EQ(0, tm_dev_conn_set_error(cr));
+    ASSERT_NO_FATAL_FAILURE(both_to_error(cr));
     std::vector<tm_dev_wc_t> v = drain(r);
     ASSERT_EQ(1u, v.size());
     EXPECT_TM_RECV(v[0], 60, IBV_WC_TM_MATCH, 0x51, 0xa1, 0);
@@ -82,7 +94,7 @@ TEST_F(soft_async, no_last_wqe_for_a_qp_that_never_left_init)
 {
     tm_dev_conn_t *idle = s.create_conn();
 
-    ASSERT_EQ(0, tm_dev_conn_set_error(idle));
+    ASSERT_NO_FATAL_FAILURE(both_to_error(idle));
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(0u, drain(s).size());
         EXPECT_EQ(0u, tm_dev_progress_events(s.dev));
@@ -125,4 +137,40 @@ TEST_F(soft_async_DeathTest, destroy_with_an_event_read_and_not_acknowledged)
     EXPECT_DEATH(softnic_destroy_qp(ev.element.qp),
                  "read but not acknowledged");
     softnic_ack_async_event(&ev);
+}
+
+/* Closing moves the sending QP to the error state and leaves the
+ * receive-only one in RTS, as UCX's rc_mlx5 leaves its TM QP: a transfer
+ * matched there goes on to its final completion */
+TEST_F(soft_async_small_packet, set_error_leaves_the_receive_only_qp_as_it_is)
+{
+    const std::string payload(200, 'f');
+    char *buf = r.alloc(512);
+    struct ibv_qp_init_attr init;
+    struct ibv_qp_attr attr;
+
+    manual();
+    ASSERT_EQ(0, r.add_tag(0x52, ~0ull, buf, 512, 61, 0, nullptr, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 0x52, 0xa2, payload), 1));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+
+    ASSERT_EQ(0, tm_dev_conn_set_error(cr));
+    ASSERT_EQ(0, softnic_query_qp(tm_dev_ibv_qp(cr), &attr, IBV_QP_STATE,
+                                  &init));
+    EXPECT_EQ(IBV_QPS_ERR, attr.qp_state);
+    ASSERT_EQ(0, softnic_query_qp(tm_dev_ibv_rx_qp(cr), &attr, IBV_QP_STATE,
+                                  &init));
+    EXPECT_EQ(IBV_QPS_RTS, attr.qp_state);
+    EXPECT_FALSE(tm_dev_conn_rx_failed(cr));
+
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 61, IBV_WC_TM_MATCH, 0x52, 0xa2, 0);
+    ASSERT_EQ(0, softnic_test_step_data(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 61, IBV_WC_TM_DATA_VALID, 0, 0, payload.size());
+    EXPECT_EQ(0, memcmp(buf, payload.data(), payload.size()));
 }
