@@ -110,7 +110,10 @@ static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
     int ret;
 
     if (wqe->byte_len == 0) {
-        return IBV_WC_SUCCESS;      /* no key to check: UCX flushes with one */
+        /* no key to check (UCX flushes and checks endpoints with one), but
+         * the responder must answer: a dead peer sends no ACK (the liveness
+         * check, cheaper than the QP's retries, in this rare case) */
+        return sn_qp_peer_alive(qp) ? IBV_WC_SUCCESS : IBV_WC_RETRY_EXC_ERR;
     }
     if (!sn_key_check(qp->peer->seg, wqe->rkey, remote, wqe->byte_len,
                       access)) {

@@ -26,6 +26,8 @@
 typedef enum {
     SN_ARR_UNEXP,        /* tagged, no matchable entry: untagged buffer */
     SN_ARR_NO_TAG,       /* IBV_TMH_NO_TAG or FIN: untagged buffer */
+    SN_ARR_FIN_RX_ONLY,  /* FIN on a receive-only QP: as NO_TAG, and counted
+                            as unexpected (choice 18) */
     SN_ARR_OTHER,        /* not a TM message: untagged buffer */
     SN_ARR_EAGER,        /* matched eager */
     SN_ARR_RNDV,         /* matched rendezvous */
@@ -149,8 +151,14 @@ static sn_arrival_kind_t sn_srq_judge(sn_srq_t *srq, const sn_qp_t *qp,
         return SN_ARR_OTHER;
     }
     switch (tmh->opcode) {
-    case IBV_TMH_NO_TAG:
     case IBV_TMH_FIN:
+        /* The NIC's own FIN comes back on the QP that sent the request,
+         * which has a send queue.  A FIN on a receive-only QP, where the
+         * NIC does rendezvous itself, is one no NIC sent: how firmware
+         * counts it nobody says, and the harsher reading counts it as
+         * unexpected, while reporting it as any FIN (choice 18) */
+        return qp->rx_only ? SN_ARR_FIN_RX_ONLY : SN_ARR_NO_TAG;
+    case IBV_TMH_NO_TAG:
         /* mlx5 reports a FIN as TM_NO_TAG (UCX's rc_mlx5 reads it so) */
         return SN_ARR_NO_TAG;
     case IBV_TMH_EAGER:
@@ -269,8 +277,9 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
     wc->status   = IBV_WC_SUCCESS;
     /* as mlx5_cq_read_wc_opcode: the TM CQE's application opcode names an
      * unexpected tagged message TM_RECV and a NO_TAG (or FIN) one TM_NO_TAG */
-    wc->opcode   = (kind == SN_ARR_NO_TAG) ? IBV_WC_TM_NO_TAG :
-                   (kind == SN_ARR_UNEXP)  ? IBV_WC_TM_RECV : IBV_WC_RECV;
+    wc->opcode   = ((kind == SN_ARR_NO_TAG) || (kind == SN_ARR_FIN_RX_ONLY)) ?
+                   IBV_WC_TM_NO_TAG :
+                   (kind == SN_ARR_UNEXP) ? IBV_WC_TM_RECV : IBV_WC_RECV;
     wc->qp_num   = qp->ibv.qp_num;
     wc->byte_len = rec->len;
     sn_wc_imm_fill(wc, rec);
@@ -278,6 +287,10 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
         sn_srq_go_out_of_phase(srq);
         wc->kind = SN_CQE_TM_UNEXP;
         wc->srq  = srq;
+    } else if (sn_unlikely(kind == SN_ARR_FIN_RX_ONLY)) {
+        /* counted by the NIC, but its completion is a FIN's (NO_TAG): the
+         * provider, and so software, cannot tell */
+        sn_srq_go_out_of_phase(srq);
     }
 }
 

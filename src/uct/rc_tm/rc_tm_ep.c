@@ -235,15 +235,17 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
-/* Is the peer still there?  A send makes the device watch it: a FIN naming
- * no rendezvous, which the peer ignores.  A dead peer fails the connection
+/* Is the peer still there?  A send makes the device watch it: a zero-length
+ * RDMA WRITE, as UCX's rc_mlx5 checks (uct_rc_mlx5_base_ep_post_check),
+ * which reaches no buffer of the peer's (no key is checked) and none of its
+ * SRQ: a message would land on its receive-only QP, where a FIN might be
+ * counted as unexpected (rc_tm_iface.h).  A dead peer fails the connection
  * (and so its operations, rendezvous sends waiting for FIN included) and
  * reaches the error handler; nothing is reported for a live one. */
 ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
                                 uct_completion_t *comp)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    struct ibv_tmh keepalive;
     ucs_status_t status;
 
     UCT_RC_TM_EP_CHECK_PARAMS(flags, comp);
@@ -256,8 +258,7 @@ ucs_status_t uct_rc_tm_ep_check(uct_ep_h tl_ep, unsigned flags,
      * may have completed them (the peer took them) before the peer died.
      * Without credits the send queue is full, and its completions tell the
      * peer's state (rc: UCT_RC_CHECK_TXQP_RET) */
-    uct_rc_tm_fill_tmh(&keepalive, IBV_TMH_FIN, UCT_RC_TM_KEEPALIVE_OP, 0);
-    status = uct_rc_tm_ep_send_ctl(ep, &keepalive, sizeof(keepalive));
+    status = uct_rc_tm_ep_post_check(ep);
     return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;
 }
 

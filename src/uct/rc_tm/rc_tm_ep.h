@@ -186,6 +186,7 @@ ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,
                                    size_t length);
 /* Makes sure a completion will come for the sends posted so far */
 ucs_status_t uct_rc_tm_ep_ask_completion(uct_rc_tm_ep_t *ep);
+ucs_status_t uct_rc_tm_ep_post_check(uct_rc_tm_ep_t *ep);
 /* An RDMA read after resources were checked (checks only credits) */
 ucs_status_t uct_rc_tm_ep_rdma_read(uct_rc_tm_ep_t *ep, void *buffer,
                                     size_t length, uint32_t lkey,

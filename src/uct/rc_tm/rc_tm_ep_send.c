@@ -159,6 +159,22 @@ ucs_status_t uct_rc_tm_ep_ask_completion(uct_rc_tm_ep_t *ep)
     return uct_rc_tm_ep_post(ep, &wr, NULL);
 }
 
+/* An endpoint check (uct_rc_tm_ep_check): a zero-length RDMA WRITE, which
+ * the peer's device acknowledges without touching memory or its SRQ */
+ucs_status_t uct_rc_tm_ep_post_check(uct_rc_tm_ep_t *ep)
+{
+    ucs_status_t status = uct_rc_tm_ep_check_credits(ep);
+    struct ibv_send_wr wr;
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    return uct_rc_tm_ep_post(ep, &wr, NULL);
+}
+
 ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,
                                    size_t length)
 {

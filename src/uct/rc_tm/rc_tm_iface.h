@@ -9,7 +9,15 @@
  *   software rndv req  TMH{EAGER, app_ctx = 0, tag} | header, imm data 0
  *                      with IBV_WC_WITH_IMM (so never confused with eager)
  *   rendezvous         TMH{RNDV, app_ctx = rndv op id, tag} | RVH | header
- *   rendezvous done    TMH{FIN, app_ctx = rndv op id}
+ *   rendezvous done    by the receiver's NIC: TMH{FIN, app_ctx = rndv op id}
+ *                      (it arrives on our sending QP); by the receiver's
+ *                      software: TMH{NO_TAG, app_ctx = UCT_RC_TM_CTL_FIN} |
+ *                      rndv op id (32 bits, big endian)
+ *   endpoint check     a zero-length RDMA WRITE: no message
+ *
+ * Software sends on the peer's receive-only QP, where its NIC does
+ * rendezvous: no TMH FIN goes there, whose counting as unexpected no source
+ * gives (docs/verbs-device.md row 21).  NO_TAG is never counted.
  */
 #ifndef UCT_RC_TM_IFACE_H_
 #define UCT_RC_TM_IFACE_H_
@@ -208,10 +216,20 @@ typedef struct uct_rc_tm_rndv_op {
 /* rndv_free when every rendezvous op waits for its FIN */
 #define UCT_RC_TM_RNDV_OP_NONE     UINT16_MAX
 
-/* The op id of a FIN that names no rendezvous: an endpoint check, whose
- * send completion says the peer is still there (the table's indices stop
- * below UINT16_MAX) */
-#define UCT_RC_TM_KEEPALIVE_OP     UINT32_MAX
+/* The app context of a NO_TAG message that is the transport's, not an
+ * active message: past every AM id, and fixed on the wire whatever UCX's
+ * UCT_AM_ID_MAX */
+#define UCT_RC_TM_CTL_FIN          0x80000000u
+
+/* A rendezvous finished by the receiver's software: UCT_RC_TM_FIN_MSG_LEN
+ * bytes on the wire (not the padded sizeof) */
+typedef struct uct_rc_tm_fin_msg {
+    struct ibv_tmh            tmh;      /* NO_TAG, UCT_RC_TM_CTL_FIN */
+    uint32_t                  op_id;    /* big endian */
+} uct_rc_tm_fin_msg_t;
+
+#define UCT_RC_TM_FIN_MSG_LEN \
+    (ucs_offsetof(uct_rc_tm_fin_msg_t, op_id) + sizeof(uint32_t))
 
 
 KHASH_MAP_INIT_INT(uct_rc_tm_qpn, uct_rc_tm_ep_t*);
@@ -353,6 +371,8 @@ void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
 int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num);
 void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);
 unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface, uint32_t qp_num,
+                              uint32_t op_id);
 ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
                                         const tm_dev_wc_t *wc,
                                         struct ibv_tmh *tmh);

@@ -11,17 +11,36 @@
 
 #include <errno.h>
 
-static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
-                                              struct ibv_tmh *tmh,
-                                              uint32_t length)
+/* A NO_TAG message that is no active message: the transport's own (a FIN
+ * from the peer's software), or malformed */
+static UCS_F_NOINLINE void
+uct_rc_tm_iface_handle_ctl(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc,
+                           const struct ibv_tmh *tmh)
 {
-    uint8_t am_id = be32toh(tmh->app_ctx);
-    void *data    = tmh + 1;
+    const uct_rc_tm_fin_msg_t *fin = (const uct_rc_tm_fin_msg_t*)tmh;
+    uint32_t id                    = be32toh(tmh->app_ctx);
 
-    if (ucs_unlikely((am_id >= UCT_AM_ID_MAX) ||
-                     (length < UCT_RC_TM_TMH_LEN))) {
-        ucs_error("rc_tm: dropped malformed active message (id %u length %u)",
-                  am_id, length);
+    UCS_STATIC_ASSERT(UCT_RC_TM_CTL_FIN >= UCT_AM_ID_MAX);
+    if ((id == UCT_RC_TM_CTL_FIN) && (wc->byte_len >= UCT_RC_TM_FIN_MSG_LEN)) {
+        uct_rc_tm_tag_handle_fin(iface, wc->qp_num, be32toh(fin->op_id));
+        return;
+    }
+
+    ucs_error("rc_tm: dropped malformed active message (id %u length %u)",
+              id, wc->byte_len);
+}
+
+static ucs_status_t uct_rc_tm_iface_invoke_am(uct_rc_tm_iface_t *iface,
+                                              const tm_dev_wc_t *wc,
+                                              struct ibv_tmh *tmh)
+{
+    uint32_t am_id  = be32toh(tmh->app_ctx);
+    uint32_t length = wc->byte_len;
+    void *data      = tmh + 1;
+
+    /* One branch for AM ids and the transport's control ids past them */
+    if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        uct_rc_tm_iface_handle_ctl(iface, wc, tmh);
         return UCS_OK;
     }
 
@@ -46,7 +65,7 @@ static void uct_rc_tm_iface_handle_rx(uct_rc_tm_iface_t *iface,
         status = UCS_OK;
     } else if (tmh->opcode == IBV_TMH_NO_TAG) {
         /* By the header, not the opcode: a NIC may report FIN as NO_TAG */
-        status = uct_rc_tm_iface_invoke_am(iface, tmh, wc->byte_len);
+        status = uct_rc_tm_iface_invoke_am(iface, wc, tmh);
     } else {
         status = uct_rc_tm_tag_handle_unexp(iface, wc, tmh);
     }

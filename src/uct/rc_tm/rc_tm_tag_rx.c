@@ -55,7 +55,7 @@ static void uct_rc_tm_tag_fin_done(uct_rc_tm_ep_t *ep, uct_rc_tm_tx_op_t *op)
 static ucs_status_t uct_rc_tm_tag_ctl_post(uct_rc_tm_ep_t *ep,
                                            uct_rc_tm_tx_op_t *op)
 {
-    struct ibv_tmh fin;
+    uct_rc_tm_fin_msg_t fin;
     ucs_status_t status;
 
     if (!op->fin) {
@@ -66,8 +66,12 @@ static ucs_status_t uct_rc_tm_tag_ctl_post(uct_rc_tm_ep_t *ep,
                                       op->rkey, op);
     }
 
-    uct_rc_tm_fill_tmh(&fin, IBV_TMH_FIN, op->app_ctx, op->tag);
-    status = uct_rc_tm_ep_send_ctl(ep, &fin, sizeof(fin));
+    /* NO_TAG, not a TMH FIN: it lands on the peer's receive-only QP, where
+     * its NIC does rendezvous, and might count a FIN as unexpected (then
+     * out of phase for good); NO_TAG never counts (rc_tm_iface.h) */
+    uct_rc_tm_fill_tmh(&fin.tmh, IBV_TMH_NO_TAG, UCT_RC_TM_CTL_FIN, 0);
+    fin.op_id = htobe32(op->app_ctx);
+    status    = uct_rc_tm_ep_send_ctl(ep, &fin, UCT_RC_TM_FIN_MSG_LEN);
     if (status == UCS_OK) {
         uct_rc_tm_tag_fin_done(ep, op);
     }
@@ -462,18 +466,15 @@ void uct_rc_tm_tag_rndv_ops_purge(uct_rc_tm_iface_t *iface,
     }
 }
 
-static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
-                                     const tm_dev_wc_t *wc,
-                                     const struct ibv_tmh *tmh)
+/* A rendezvous send is done: the FIN came, from the receiver's NIC (a TMH
+ * FIN on our sending QP) or its software (a control message on our
+ * receive-only QP) */
+void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface, uint32_t qp_num,
+                              uint32_t app_ctx)
 {
-    uint32_t app_ctx = be32toh(tmh->app_ctx);
-    unsigned index   = app_ctx & UINT16_MAX;
+    unsigned index = app_ctx & UINT16_MAX;
     uct_rc_tm_rndv_op_t *op;
     uct_completion_t *comp;
-
-    if (app_ctx == UCT_RC_TM_KEEPALIVE_OP) {
-        return; /* a peer's endpoint check: its arrival was the answer */
-    }
 
     op = (index < iface->config.rndv_queue_len) ?
          &iface->tm.rndv_ops[index] : NULL;
@@ -484,9 +485,9 @@ static void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface,
     }
 
     /* only the peer the request went to may finish it */
-    if (op->ep != uct_rc_tm_iface_lookup_ep(iface, wc->qp_num)) {
+    if (op->ep != uct_rc_tm_iface_lookup_ep(iface, qp_num)) {
         ucs_error("rc_tm: dropped FIN for rendezvous 0x%x from qp 0x%x, "
-                  "which it was not sent to", app_ctx, wc->qp_num);
+                  "which it was not sent to", app_ctx, qp_num);
         return;
     }
 
@@ -590,7 +591,9 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
     uint64_t imm;
 
     if (tmh->opcode == IBV_TMH_FIN) {
-        uct_rc_tm_tag_handle_fin(iface, wc, tmh);
+        /* the receiver's NIC finished our rendezvous: mlx5 does not count
+         * its FIN as unexpected (IBV_WC_TM_NO_TAG) */
+        uct_rc_tm_tag_handle_fin(iface, wc->qp_num, be32toh(tmh->app_ctx));
         return UCS_OK;
     }
 

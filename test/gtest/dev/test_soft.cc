@@ -188,7 +188,12 @@ TEST_F(soft_pair, unexpected_lands_whole_in_untagged_buffer)
     EXPECT_FALSE(softnic_test_in_phase(r.srq));
 }
 
-TEST_F(soft_pair, no_tag_and_fin_are_not_unexpected)
+/* NO_TAG, FIN and messages shorter than a TMH go whole to an untagged
+ * buffer, never to a listed entry.  Of them only the FIN counts as
+ * unexpected, because it arrived on the receive-only QP, where no NIC's
+ * FIN comes (choice 18; the NIC's own FIN is not counted:
+ * soft_pair.fin_on_the_receive_only_qp_counts_as_unexpected) */
+TEST_F(soft_pair, no_tag_and_fin_are_not_matched)
 {
     std::vector<char*> bufs;
     std::string m1 = tm_msg(IBV_TMH_NO_TAG, 0, 0, "am-data");
@@ -217,8 +222,8 @@ TEST_F(soft_pair, no_tag_and_fin_are_not_unexpected)
     ASSERT_TRUE(r.next(&wc));
     EXPECT_EQ(IBV_WC_RECV, wc.opcode);
     EXPECT_EQ(2u, wc.byte_len);
-    EXPECT_EQ(0u, softnic_test_hw_unexp(r.srq));
-    EXPECT_TRUE(softnic_test_in_phase(r.srq));
+    EXPECT_EQ(1u, softnic_test_hw_unexp(r.srq)) << "the FIN alone";
+    EXPECT_FALSE(softnic_test_in_phase(r.srq));
     EXPECT_EQ(1u, softnic_test_listed_tags(r.srq));
 }
 

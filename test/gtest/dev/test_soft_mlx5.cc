@@ -176,6 +176,77 @@ TEST_F(soft_pair, rndv_on_a_qp_with_a_send_queue_is_refused)
 }
 
 
+/* ----- 21. a FIN on the receive-only QP (issue 36, item 8) ----- */
+
+/* The NIC's own FIN comes back on the QP that sent the request (it has a
+ * send queue): a FIN's completion (TM_NO_TAG), not counted as unexpected.
+ * A FIN arriving on a receive-only QP, where the NIC does rendezvous, was
+ * sent by software: no source says how firmware counts it there, and the
+ * harsher reading counts it as unexpected while completing it as a FIN,
+ * so the device leaves phase and software, seeing a FIN, cannot tell.  A
+ * NO_TAG message there is never counted. */
+TEST_F(soft_pair, fin_on_the_receive_only_qp_counts_as_unexpected)
+{
+    const uint32_t len = 5000;
+    char *src = s.alloc(len), *dst = r.alloc(len);
+    tm_dev_wc_t wc;
+
+    memset(src, 'F', len);
+    s.post_rbufs(2, 256, 200);
+    r.post_rbufs(4, 256, 100);
+    ASSERT_EQ(0, r.add_tag(7, ~0ull, dst, len, 70, 0, nullptr));
+    ASSERT_EQ(0, s.send(cs, rndv_msg(7, 9, src, s.mr->rkey, len), 1));
+    for (int i = 0; i < 3; ++i) {       /* ADD, MATCH, DATA_VALID */
+        ASSERT_TRUE(r.next(&wc));
+        EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    }
+    EXPECT_EQ(std::string(len, 'F'), std::string(dst, len));
+    bool got_fin = false, got_send = false;
+    while ((!got_fin || !got_send) && s.next(&wc)) {
+        if (wc.opcode == IBV_WC_TM_NO_TAG) {
+            EXPECT_EQ(tm_dev_conn_qp_num(cs), wc.qp_num) << "the sending QP";
+            got_fin = true;
+        } else {
+            EXPECT_EQ(1u, wc.wr_id);
+            got_send = true;
+        }
+    }
+    ASSERT_TRUE(got_fin && got_send);
+    EXPECT_EQ(0u, softnic_test_hw_unexp(s.srq)) << "the NIC's FIN counted";
+    EXPECT_TRUE(softnic_test_in_phase(s.srq));
+
+    /* software's NO_TAG on the receive-only QP: not counted */
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_NO_TAG, 0, 0x80000000u, "op"), 2));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, wc.opcode);
+    EXPECT_EQ(0u, softnic_test_hw_unexp(r.srq));
+    EXPECT_TRUE(softnic_test_in_phase(r.srq));
+
+    /* software's FIN there: completed as a FIN, counted as unexpected */
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_FIN, 7, 9, ""), 3));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_TM_NO_TAG, wc.opcode);
+    EXPECT_EQ(tm_dev_conn_rx_qp_num(cr), wc.qp_num);
+    EXPECT_FALSE(wc.wc_flags & IBV_WC_TM_SYNC_REQ);
+    EXPECT_EQ(1u, softnic_test_hw_unexp(r.srq));
+    EXPECT_FALSE(softnic_test_in_phase(r.srq));
+
+    /* an entry added with software's count (0) is not matched */
+    char *buf = r.alloc(64);
+    ASSERT_EQ(0, r.add_tag(8, ~0ull, buf, 64, 80, 0, nullptr));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 8, 0, "m"), 4));
+    std::vector<tm_dev_wc_t> v;
+    while (r.next(&wc, 0.5)) {
+        v.push_back(wc);
+    }
+    ASSERT_EQ(2u, v.size());
+    EXPECT_EQ(IBV_WC_TM_ADD, v[0].opcode);
+    EXPECT_EQ(IBV_WC_RECV, v[1].opcode) << "matched out of phase";
+    EXPECT_EQ(2u, softnic_test_hw_unexp(r.srq));
+}
+
+
 /* ----- 2. tag, app context, length and immediate data: which completion ----- */
 
 /* A matched eager message longer than a packet: the MATCH completion alone

@@ -317,6 +317,34 @@ TEST(soft_proc, rdma_to_dead_peer_fails)
     n.close();
 }
 
+/* A zero-length RDMA WRITE checks no key, but a NIC still needs the
+ * responder's ACK: to a live peer it succeeds, to a dead one it fails as
+ * retries run out (UCX's endpoint check, rc_tm's too, is one) */
+TEST(soft_proc, zero_length_write_to_dead_peer_fails)
+{
+    pipe_pair pp;
+    node n;
+    tm_dev_conn_t *c;
+    addr_msg peer;
+    pid_t pid;
+    ASSERT_NO_FATAL_FAILURE(connect_idle_peer(pp, n, &c, &peer, &pid));
+
+    tm_dev_wc_t wc;
+    ASSERT_EQ(0, n.rdma(c, IBV_WR_RDMA_WRITE, nullptr, 0, 0, 0, 8));
+    ASSERT_TRUE(n.next(&wc, 2.0));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(8u, wc.wr_id);
+
+    kill(pid, SIGKILL);
+    int status;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    ASSERT_EQ(0, n.rdma(c, IBV_WR_RDMA_WRITE, nullptr, 0, 0, 0, 9));
+    ASSERT_TRUE(n.next(&wc, 2.0));
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
+    EXPECT_EQ(9u, wc.wr_id);
+    n.close();
+}
+
 /* A reader that dies holding a read it offered to this process's device
  * (softnic_rdma.c): while it fills the slot, nothing is offered yet and the
  * device looks at the reader the claim names; just after the offer, the

@@ -150,8 +150,12 @@ TEST_F(rc_tm_fault, active_message_with_an_unknown_id_is_dropped)
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, 200,
                                    std::string(64, 'a'))));
     ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, UCT_AM_ID_MAX, "")));
+    /* an id read as 32 bits, not as its low 8 (id 3 below), and the
+     * transport's control id without its op id (issue 36, item 8) */
+    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, 0x103, "x")));
+    ASSERT_EQ(0, m_raw.send(tm_msg(IBV_TMH_NO_TAG, 0, 0x80000000u, "")));
     ASSERT_TRUE(wait_for([&] { return m_raw.sends_done(); }));
-    ASSERT_TRUE(wait_for([&] { return log.count() >= 2; }));
+    ASSERT_TRUE(wait_for([&] { return log.count() >= 4; }));
     EXPECT_TRUE(log.has("malformed active message"));
     EXPECT_TRUE(m_receiver.am_received.empty());
 
