@@ -17,7 +17,7 @@
  *
  * Software sends on the peer's receive-only QP, where its NIC does
  * rendezvous: no TMH FIN goes there, whose counting as unexpected no source
- * gives (docs/verbs-device.md row 21).  NO_TAG is never counted.
+ * gives (docs/verbs-device.md row 23).  NO_TAG is never counted.
  */
 #ifndef UCT_RC_TM_IFACE_H_
 #define UCT_RC_TM_IFACE_H_

@@ -347,7 +347,7 @@ TEST_F(soft_pair, rndv_with_bad_key_fails_and_sends_no_fin)
     /* as mlx5: the read is the receive-only QP's own request, so its error
      * completion is a requester CQE of that QP, which goes to its send CQ;
      * the device layer never polls that one (mlx5's poll would crash on it:
-     * docs/verbs-device.md row 21), so nothing comes on the receive CQ: the
+     * docs/verbs-device.md row 22), so nothing comes on the receive CQ: the
      * QP's state tells; the tagged buffer never completes */
     double deadline = now_sec() + 5.0;
     while (!tm_dev_conn_rx_failed(cr) && (now_sec() < deadline)) {

@@ -247,7 +247,7 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
     ASSERT_TRUE(wait_for([&] { return r.completed > 0; }));
     /* learned from the receive-only QP's state (its requester CQE is never
-     * polled: docs/verbs-device.md row 21), which does not say why */
+     * polled: docs/verbs-device.md row 22), which does not say why */
     EXPECT_EQ(UCS_ERR_IO_ERROR, r.status);
     EXPECT_TRUE(rbuf.all('r'));
     EXPECT_TRUE(rbuf.guards_intact());

@@ -3,7 +3,7 @@
  * of a rendezvous software finished, and the endpoint check.  Both go from
  * our sending QP to the peer's receive-only QP, where its NIC does
  * rendezvous; a TMH FIN there may be counted as unexpected (the software
- * NIC's harsher reading, docs/verbs-device.md row 21), and then the peer's
+ * NIC's harsher reading, docs/verbs-device.md row 23), and then the peer's
  * device stays out of phase and matches nothing more.  So the FIN is a
  * NO_TAG control message and the check a zero-length RDMA WRITE: the
  * peer's device stays in phase and keeps matching.
