@@ -10,6 +10,8 @@
  */
 #include <gtest/gtest.h>
 
+#include "../common/wait_until.h"
+
 #include <ucp/api/ucp.h>
 
 #include <arpa/inet.h>
@@ -94,15 +96,7 @@ protected:
 
     bool wait_for(const std::function<bool()> &pred, double seconds = 20)
     {
-        auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(seconds);
-        while (!pred()) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-            progress();
-        }
-        return true;
+        return wait_until(pred, [this] { progress(); }, seconds);
     }
 
     static void on_conn_request(ucp_conn_request_h request, void *arg)

@@ -5,6 +5,7 @@
  */
 #include <gtest/gtest.h>
 #include "../common/rc_tm_config.h"
+#include "../common/wait_until.h"
 
 #include <ucp/api/ucp.h>
 
@@ -115,15 +116,7 @@ protected:
 
     bool wait_for(const std::function<bool()> &pred, double seconds = 20)
     {
-        auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(seconds);
-        while (!pred()) {
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-            progress();
-        }
-        return true;
+        return wait_until(pred, [this] { progress(); }, seconds);
     }
 
     /* Waits for a request and frees it; the status it ended with */
