@@ -54,9 +54,10 @@ typedef struct tm_dev_info {
 /*
  * Settings asked of a device when it is opened; zero means "default".
  * Each is clamped to what the NIC reports.  eager_packet_size,
- * max_msg_size, soft_progress, soft_tm_max_sge and soft_no_connect_to_srq
- * apply to the software NIC only (a NIC's packet is its MTU, its largest message its port's, its
- * list entries' scatter entries its own: mlx5 takes 1).
+ * max_msg_size and the soft_* settings apply to the software NIC only (a
+ * NIC's packet is its MTU, its largest message its port's, its list
+ * entries' scatter entries its own: mlx5 takes 1; the order and form of
+ * its completions are its own).
  */
 /* Fewest untagged SRQ buffers tag matching works with: rdma-core's tests
  * post 33 to a mlx5 TM-SRQ, a hardware limitation */
@@ -80,6 +81,11 @@ typedef struct tm_dev_attr {
                                                NIC's connections to a remote
                                                SRQ: connect QP to QP only,
                                                as on mlx5 */
+    uint32_t            soft_del_before_match; /* hold a single-packet
+                                               match's completion, so that a
+                                               DEL that lost its entry to it
+                                               completes first (softnic_dv_
+                                               attr::hold_match) */
     uint32_t            pkey;               /* 0: the port's first P_Key of
                                                full membership (UCX's
                                                UCX_IB_PKEY=auto); else

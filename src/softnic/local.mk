@@ -8,6 +8,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_wire.h \
 	src/softnic/softnic_int.h \
 	src/softnic/softnic_engine.h \
+	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_port.h \
 	src/softnic/softnic_port.c \
@@ -15,6 +16,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_mr.c \
 	src/softnic/softnic_rdma.c \
 	src/softnic/softnic_cq.c \
+	src/softnic/softnic_hold.c \
 	src/softnic/softnic_srq.c \
 	src/softnic/softnic_qp.c \
 	src/softnic/softnic_accept.c \

@@ -131,6 +131,28 @@ struct softnic_dv_attr {
     uint32_t tm_max_sge;         /* tm_caps.max_sge: scatter entries of a
                                     tag-matching list entry, 1 or 2;
                                     default 1, as mlx5 */
+    uint32_t hold_match;         /* enum softnic_hold_match: whether a
+                                    failed DEL of an entry a single-packet
+                                    message consumed may complete before
+                                    that match; default off */
+};
+
+/*
+ * softnic_dv_attr::hold_match.  Nothing orders the completion of a failed
+ * DEL (IBV_WC_TM_DEL, IBV_WC_TM_ERR: a message consumed the entry) against
+ * the completion of that consumption on a NIC; the software NIC gives the
+ * match first unless this is on.  While on, the single completion of a
+ * matched eager message that fits a packet (MATCH | DATA_VALID) is held
+ * back by the device: a DEL of that entry processed meanwhile completes
+ * first, then the match.  Otherwise the held completion goes to the CQ
+ * before any later completion there (matches keep their order with each
+ * other and with unexpected messages), or when a poll would find the CQ
+ * empty.
+ */
+enum softnic_hold_match {
+    SOFTNIC_HOLD_MATCH_KEEP = 0,  /* softnic_dv_set_attr: unchanged */
+    SOFTNIC_HOLD_MATCH_OFF  = 1,  /* the match first (default) */
+    SOFTNIC_HOLD_MATCH_ON   = 2   /* a racing DEL first */
 };
 
 int softnic_dv_query(struct ibv_context *context,

@@ -269,6 +269,7 @@ static int sn_attr_check(const struct softnic_dv_attr *attr)
         (attr->max_send_size < attr->max_rndv_hdr_size) ||
         (attr->max_send_size > (1u << 30)) ||
         (attr->tm_max_sge > SN_TM_MAX_SGE) ||
+        (attr->hold_match > SOFTNIC_HOLD_MATCH_ON) ||
         ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
          (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
@@ -319,6 +320,9 @@ int softnic_dv_set_attr(struct ibv_context *context,
     }
     if (attr->tm_max_sge != 0) {
         next.tm_max_sge = attr->tm_max_sge;
+    }
+    if (attr->hold_match != SOFTNIC_HOLD_MATCH_KEEP) {
+        next.hold_match = attr->hold_match;
     }
     ret = sn_attr_check(&next);
     if (ret != 0) {
@@ -521,6 +525,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.max_rndv_hdr_size = SN_DEF_RNDV_HDR_SIZE;
     ctx->attr.progress          = SOFTNIC_PROGRESS_INLINE;
     ctx->attr.tm_max_sge        = 1;
+    ctx->attr.hold_match        = SOFTNIC_HOLD_MATCH_OFF;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;

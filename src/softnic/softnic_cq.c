@@ -113,7 +113,8 @@ unsigned sn_cq_work(sn_cq_t *cq)
 
 /* Inline, a poll does the NIC's work first; with an engine the poll reads
  * what the engine published, and when that is nothing it lends the device
- * its thread (sn_engine_assist) */
+ * its thread (sn_engine_assist).  A poll that would find nothing takes a
+ * held match (softnic_hold.c) */
 static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
 {
     sn_context_t *ctx = sn_ctx(cq->ex.context);
@@ -121,6 +122,9 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
 
     if (!ctx->threaded) {
         sn_cq_run(cq);
+        if (sn_unlikely(cq->head == cq->tail)) {
+            sn_cq_release_held_on_empty(cq);
+        }
         cq->ready = cq->tail;
         return cq->tail;
     }
@@ -129,7 +133,12 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
         return ready;
     }
     sn_engine_assist(ctx);
-    return __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
+    ready = __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
+    if (cq->head == ready) {
+        sn_cq_release_held_on_empty(cq);
+        ready = __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
+    }
+    return ready;
 }
 
 /* The polled entry: what the provider does at poll for a TM completion is
@@ -340,7 +349,8 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     }
     /* room for the two completions of one matched message at least */
     cq->depth = sn_roundup_pow2((attr->cqe < 4) ? 4 : attr->cqe);
-    cq->cqe   = calloc(cq->depth, sizeof(*cq->cqe));
+    /* and a slot past the ring for a held match (softnic_hold.c) */
+    cq->cqe   = calloc(cq->depth + 1, sizeof(*cq->cqe));
     if (cq->cqe == NULL) {
         free(cq);
         errno = ENOMEM;
@@ -420,6 +430,7 @@ void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num)
     uint32_t i     = cq->tail;
     sn_cqe_t *cqe;
 
+    sn_cq_purge_held(cq, qp_num);
     while (i != cq->head) {
         cqe = &cq->cqe[--i & mask];
         if (cqe->qp_num == qp_num) {

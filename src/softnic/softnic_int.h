@@ -9,6 +9,8 @@
  *   softnic_rdma.c     RDMA copies; long reads shared with the responder
  *   softnic_cq.c       CQs: the extended poll interface, completion entries,
  *                      a destroyed QP's entries purged
+ *   softnic_hold.c     a match completion held back, for a racing DEL
+ *                      (softnic_dv_attr::hold_match)
  *   softnic_srq.c      TM-SRQ: untagged buffers, list operations (ADD, DEL,
  *                      SYNC), the matching list and the phase
  *   softnic_qp.c       QPs: creation, states (INIT, RTR, RTS, ERR), rings,
@@ -288,6 +290,7 @@ struct sn_cq {
                                         looks at these only */
     int                overrun;      /* SN_CQ_ERR_* (softnic_async.c) */
     sn_cqe_t           lost;         /* where entries past an overrun go */
+    sn_cqe_t           *held;        /* a match held back, or NULL */
 };
 
 /*
@@ -387,6 +390,7 @@ struct sn_srq {
     uint32_t           max_wr;
     uint32_t           rbuf_mask, rbuf_head, rbuf_tail;
     uint32_t           packet_size;  /* longer matched eager: two steps */
+    uint8_t            hold_match;   /* enum softnic_hold_match */
     /* matching list */
     sn_tag_t           *tags;
     uint32_t           max_tags;
@@ -631,27 +635,10 @@ static inline unsigned sn_rdma_serve(sn_context_t *ctx)
     return sn_rdma_serve_offers(ctx);
 }
 
-/* softnic_cq.c */
+/* softnic_cq.c (the producer's side: softnic_cq.h) */
 struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
                                   struct ibv_cq_init_attr_ex *attr);
 int  sn_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
-
-static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
-{
-    return cq->depth - (cq->tail - __atomic_load_n(&cq->head,
-                                                   __ATOMIC_ACQUIRE)) >= n;
-}
-
-/* The completions written so far become visible to software */
-static inline void sn_cq_publish(sn_cq_t *cq)
-{
-    __atomic_store_n(&cq->ready, cq->tail, __ATOMIC_RELEASE);
-}
-
-static inline bool sn_cq_is_overrun(const sn_cq_t *cq)
-{
-    return __atomic_load_n(&cq->overrun, __ATOMIC_RELAXED) != 0;
-}
 
 /* The device's work for a CQ (softnic_cq.c): how much was done */
 unsigned sn_cq_work(sn_cq_t *cq);
@@ -659,30 +646,6 @@ unsigned sn_cq_work(sn_cq_t *cq);
 void sn_cq_overrun(sn_cq_t *cq);
 /* Removes the unpolled completions of QP qp_num (the QP is destroyed) */
 void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num);
-
-/* The next entry to write.  The NIC does not wait for room: a full CQ
- * overruns, as on a NIC (this entry and every later one go nowhere) */
-static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
-{
-    sn_cqe_t *cqe;
-
-    if (sn_unlikely(!sn_cq_has_room(cq, 1) || sn_cq_is_overrun(cq))) {
-        sn_cq_overrun(cq);
-        cqe = &cq->lost;
-    } else {
-        cqe = &cq->cqe[cq->tail++ & (cq->depth - 1)];
-    }
-    cqe->wc_flags     = 0;
-    cqe->imm_data     = 0;
-    cqe->vendor_err   = 0;
-    cqe->byte_len     = 0;
-    cqe->tm_info.tag  = 0;
-    cqe->tm_info.priv = 0;
-    cqe->kind         = SN_CQE_PLAIN;
-    cqe->tag_index    = SN_NO_TAG;
-    cqe->srq          = NULL;
-    return cqe;
-}
 
 /* softnic_srq.c */
 struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
@@ -795,5 +758,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 
 #include "softnic_ring.h"
 #include "softnic_engine.h"
+#include "softnic_cq.h"
 
 #endif

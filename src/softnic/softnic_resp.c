@@ -300,12 +300,11 @@ static void sn_srq_deliver_untagged(sn_srq_t *srq, sn_qp_t *qp,
  * context (mlx5 scatters the TMH into that CQE); only the final one the
  * immediate data and the length (the MATCH-only CQE has neither).
  */
-static sn_cqe_t *sn_srq_push_consumed(sn_srq_t *srq, sn_qp_t *qp,
-                                      uint32_t tag_index, unsigned flags,
+static sn_cqe_t *sn_srq_fill_consumed(sn_cqe_t *wc, sn_srq_t *srq,
+                                      sn_qp_t *qp, uint32_t tag_index,
+                                      unsigned flags,
                                       const struct ibv_tmh *tmh)
 {
-    sn_cqe_t *wc = sn_cq_push(srq->cq);
-
     wc->wr_id     = 0;
     wc->opcode    = IBV_WC_TM_RECV;
     wc->status    = IBV_WC_SUCCESS;
@@ -320,6 +319,14 @@ static sn_cqe_t *sn_srq_push_consumed(sn_srq_t *srq, sn_qp_t *qp,
         wc->tm_info.priv = be32toh(tmh->app_ctx);
     }
     return wc;
+}
+
+static sn_cqe_t *sn_srq_push_consumed(sn_srq_t *srq, sn_qp_t *qp,
+                                      uint32_t tag_index, unsigned flags,
+                                      const struct ibv_tmh *tmh)
+{
+    return sn_srq_fill_consumed(sn_cq_push(srq->cq), srq, qp, tag_index,
+                                flags, tmh);
 }
 
 static sn_xfer_t *sn_srq_xfer_push(sn_srq_t *srq, sn_qp_t *qp,
@@ -392,7 +399,11 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
         xfer->byte_len = len;
         return;
     }
-    wc           = sn_srq_push_consumed(srq, qp, index,
+    /* the one completion of a single-packet match, which a DEL racing it
+     * may precede when the device holds it (softnic_hold.c) */
+    wc           = (srq->hold_match == SOFTNIC_HOLD_MATCH_ON) ?
+                   sn_cq_push_held(srq->cq) : sn_cq_push(srq->cq);
+    wc           = sn_srq_fill_consumed(wc, srq, qp, index,
                                         IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
                                         tmh);
     wc->byte_len = len;

@@ -130,6 +130,10 @@ static void sn_srq_forget_cqes(sn_srq_t *srq)
     sn_cq_t *cq = srq->cq;
     uint32_t i;
 
+    /* a held match is written now, and forgotten with the others */
+    if (cq->held != NULL) {
+        sn_cq_release_held(cq);
+    }
     for (i = cq->head; i != cq->tail; ++i) {
         if (cq->cqe[i & (cq->depth - 1)].srq == srq) {
             cq->cqe[i & (cq->depth - 1)].srq  = NULL;
@@ -208,6 +212,7 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
     }
     srq->max_wr      = attr->attr.max_wr;
     srq->packet_size = ctx->attr.packet_size;
+    srq->hold_match  = (uint8_t)ctx->attr.hold_match;
     srq->max_tags  = attr->tm_cap.max_num_tags;
     srq->max_sge   = ctx->attr.tm_max_sge;
     srq->max_ops   = attr->tm_cap.max_ops;
@@ -486,7 +491,7 @@ int sn_srq_step_op(sn_srq_t *srq)
 {
     enum ibv_wc_status status = IBV_WC_SUCCESS;
     enum ibv_wc_opcode opcode;
-    sn_cqe_t *wc;
+    sn_cqe_t *wc, *held;
     sn_op_t *op;
 
     if (!sn_srq_op_ready(srq)) {
@@ -515,6 +520,10 @@ int sn_srq_step_op(sn_srq_t *srq)
     }
 
     if (op->flags & IBV_OPS_SIGNALED) {
+        /* a DEL that lost its entry to a message whose completion is held
+         * (softnic_hold.c) completes first */
+        held = ((opcode == IBV_WC_TM_DEL) && (status != IBV_WC_SUCCESS)) ?
+               sn_cq_detach_held(srq->cq, srq, op->index) : NULL;
         wc            = sn_cq_push(srq->cq);
         wc->wr_id     = op->wr_id;
         wc->status    = status;
@@ -525,6 +534,9 @@ int sn_srq_step_op(sn_srq_t *srq)
         wc->tag_index = (opcode == IBV_WC_TM_SYNC) ? SN_NO_TAG : op->index;
         wc->op_seq    = srq->op_head - 1;
         wc->srq       = srq;
+        if (held != NULL) {
+            *sn_cq_push(srq->cq) = *held;
+        }
     }
     return 0;
 }

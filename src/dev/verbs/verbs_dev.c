@@ -444,7 +444,9 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
         .progress          = (attr->soft_progress ==
                               TM_DEV_SOFT_PROGRESS_THREAD) ?
                              SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE,
-        .tm_max_sge        = attr->soft_tm_max_sge
+        .tm_max_sge        = attr->soft_tm_max_sge,
+        .hold_match        = attr->soft_del_before_match ?
+                             SOFTNIC_HOLD_MATCH_ON : SOFTNIC_HOLD_MATCH_OFF
     };
     int ret;
 

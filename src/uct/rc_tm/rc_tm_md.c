@@ -135,6 +135,20 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, soft_connect_to_srq),
      UCS_CONFIG_TYPE_BOOL},
 
+    {"SOFT_HOLD_MATCH", "n",
+     "Software NIC only: reproduce the race of a DEL (a cancelled receive)\n"
+     "with the message that consumed its list entry in the other order. A\n"
+     "NIC does not order the DEL's failure completion against the match's;\n"
+     "the software NIC gives the match first, and with \"y\" it holds the\n"
+     "completion of a single-packet match back, so that such a DEL\n"
+     "processed meanwhile completes first. The held completion comes before\n"
+     "any later one of its queue, or when a poll would otherwise find the\n"
+     "queue empty, so the race shows mostly with SOFT_PROGRESS=thread, where\n"
+     "the engine matches messages between the polls and a DEL posted before\n"
+     "the next poll completes first.",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_hold_match),
+     UCS_CONFIG_TYPE_BOOL},
+
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
      "registered again (UCP registers every receive it offloads and every\n"
@@ -451,6 +465,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.soft_progress     = config->soft_progress;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
     attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
+    attr.soft_del_before_match  = config->soft_hold_match;
     attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;
     attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :

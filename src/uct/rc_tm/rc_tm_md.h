@@ -50,6 +50,8 @@ typedef struct uct_rc_tm_md_config {
     int                      soft_connect_to_srq; /* soft device: offer
                                                   connections to a remote
                                                   SRQ (CONNECT_TO_IFACE) */
+    int                      soft_hold_match;  /* soft device: a racing DEL
+                                                  completes before the match */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_rc_tm_rcache_config_t rcache;          /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

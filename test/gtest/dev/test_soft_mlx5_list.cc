@@ -459,3 +459,169 @@ TEST_F(soft_mlx5_list, unexpected_count_wraps_at_16_bits)
     ASSERT_EQ(1u, v.size());
     EXPECT_TM_RECV(v[0], 80, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 8, 0, 1);
 }
+
+
+/* ----- 8. a failed DEL and the match that consumed its entry ----- */
+
+/* Nothing on a NIC orders the failed DEL of an entry against the
+ * completion of the message that consumed it (issue 36 item 6).  The
+ * software NIC gives the match first, unless it holds single-packet
+ * matches back (UCX_RC_TM_SOFT_HOLD_MATCH): then the DEL comes first. */
+class soft_mlx5_hold : public soft_pair {
+protected:
+    uint32_t h = 0;
+
+    void set_attr(tm_dev_attr_t &a) override {
+        a.soft_del_before_match = 1;
+    }
+
+    /* An entry for tag 5 (receive wr_id 66), listed */
+    void list_entry(char *buf) {
+        ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
+        ASSERT_EQ(0, softnic_test_step_op(r.srq));
+        ASSERT_EQ(1u, drain(r).size());
+    }
+};
+
+class soft_mlx5_hold_thread : public soft_mlx5_hold {
+    void set_attr(tm_dev_attr_t &a) override {
+        a.soft_del_before_match = 1;
+        a.soft_progress         = TM_DEV_SOFT_PROGRESS_THREAD;
+    }
+};
+
+static void expect_failed_del(const tm_dev_wc_t &wc, uint64_t wr_id)
+{
+    EXPECT_EQ(IBV_WC_TM_DEL, wc.opcode);
+    EXPECT_EQ(IBV_WC_TM_ERR, wc.status);
+    EXPECT_EQ(wr_id, wc.wr_id);
+}
+
+/* Without the setting: the match, then the DEL that found its entry gone */
+TEST_F(soft_mlx5_list, failed_del_completes_after_the_match)
+{
+    char *buf = r.alloc(64);
+    uint32_t h, h2;
+
+    manual();
+    ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    ASSERT_EQ(1u, drain(r).size());
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(2u, v.size());
+    EXPECT_TM_RECV(v[0], 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+    expect_failed_del(v[1], 9);
+    ASSERT_EQ(0, r.add_tag(6, ~0ull, buf, 64, 67, 0, &h2, 2));
+    EXPECT_EQ(h, h2) << "both completions polled: the entry is free";
+}
+
+/* With it: the DEL processed while the match is held completes first */
+TEST_F(soft_mlx5_hold, failed_del_completes_before_the_held_match)
+{
+    char *buf = r.alloc(64);
+    uint32_t h2;
+
+    manual();
+    ASSERT_NO_FATAL_FAILURE(list_entry(buf));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(2u, v.size());
+    expect_failed_del(v[0], 9);
+    EXPECT_TM_RECV(v[1], 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+    EXPECT_EQ("hello", std::string(buf, 5));
+    ASSERT_EQ(0, r.add_tag(6, ~0ull, buf, 64, 67, 0, &h2, 2));
+    EXPECT_EQ(h, h2) << "both completions polled: the entry is free";
+}
+
+/* A held match is not lost: a poll that finds nothing else takes it, and
+ * a DEL processed after that completes after it */
+TEST_F(soft_mlx5_hold, held_match_is_polled_without_a_del)
+{
+    char *buf = r.alloc(64);
+
+    manual();
+    ASSERT_NO_FATAL_FAILURE(list_entry(buf));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
+
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    EXPECT_TM_RECV(v[0], 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+    v = drain(r);
+    ASSERT_EQ(1u, v.size());
+    expect_failed_del(v[0], 9);
+}
+
+/* A later completion does not overtake a held match: an unexpected
+ * message after it completes after it, and so does a DEL processed once
+ * that completion released it */
+TEST_F(soft_mlx5_hold, unexpected_message_does_not_overtake_a_held_match)
+{
+    char *buf = r.alloc(64);
+
+    manual();
+    r.post_rbufs(1, 64, 100);
+    ASSERT_NO_FATAL_FAILURE(list_entry(buf));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 6, 8, "world"), 2));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, softnic_test_step_arrival(cr));
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
+    ASSERT_EQ(0, softnic_test_step_op(r.srq));
+
+    std::vector<tm_dev_wc_t> v = drain(r);
+    ASSERT_EQ(3u, v.size());
+    EXPECT_TM_RECV(v[0], 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+    EXPECT_EQ(IBV_WC_SUCCESS, v[1].status);
+    EXPECT_EQ(100u, v[1].wr_id) << "the unexpected one, untagged buffer";
+    EXPECT_EQ(0u, v[1].wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID));
+    expect_failed_del(v[2], 9);
+}
+
+/* With the engine thread: the match is held once the engine took the
+ * message (the sender's SEND completed); a DEL posted before the receiver
+ * polls completes first */
+TEST_F(soft_mlx5_hold_thread, failed_del_completes_before_the_held_match)
+{
+    char *buf = r.alloc(64);
+    tm_dev_wc_t wc;
+
+    ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
+    ASSERT_TRUE(r.next(&wc));
+    ASSERT_EQ(IBV_WC_TM_ADD, wc.opcode);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_TRUE(s.next(&wc));
+    ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+    ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
+
+    ASSERT_TRUE(r.next(&wc));
+    expect_failed_del(wc, 9);
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_TM_RECV(wc, 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+}
+
+/* ... and without a DEL the poll takes the held match */
+TEST_F(soft_mlx5_hold_thread, held_match_is_polled_without_a_del)
+{
+    char *buf = r.alloc(64);
+    tm_dev_wc_t wc;
+
+    ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
+    ASSERT_TRUE(r.next(&wc));
+    ASSERT_EQ(IBV_WC_TM_ADD, wc.opcode);
+    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_TM_RECV(wc, 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
+    EXPECT_EQ("hello", std::string(buf, 5));
+}
