@@ -86,6 +86,7 @@ typedef struct tm_dev_attr {
                                                DEL that lost its entry to it
                                                completes first (softnic_dv_
                                                attr::hold_match) */
+    uint32_t            soft_rndv_final;    /* TM_DEV_SOFT_RNDV_FINAL_* */
     uint32_t            pkey;               /* 0: the port's first P_Key of
                                                full membership (UCX's
                                                UCX_IB_PKEY=auto); else
@@ -103,6 +104,14 @@ typedef struct tm_dev_attr {
 enum {
     TM_DEV_SOFT_PROGRESS_INLINE,    /* in the polls of its CQs (default) */
     TM_DEV_SOFT_PROGRESS_THREAD     /* on its engine thread, as a NIC */
+};
+
+/* tm_dev_attr_t::soft_rndv_final: the second completion of a software
+ * rendezvous that completes in two, in one of mlx5's two forms
+ * (softnic_dv_attr::rndv_final) */
+enum {
+    TM_DEV_SOFT_RNDV_FINAL_CANCELED, /* MSG_COMPLETION_CANCELED (default) */
+    TM_DEV_SOFT_RNDV_FINAL_EXPECTED  /* EXPECTED */
 };
 
 

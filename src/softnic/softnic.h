@@ -135,6 +135,9 @@ struct softnic_dv_attr {
                                     failed DEL of an entry a single-packet
                                     message consumed may complete before
                                     that match; default off */
+    uint32_t rndv_final;         /* enum softnic_rndv_final: the second
+                                    completion of a two-completion software
+                                    rendezvous; default CANCELED */
 };
 
 /*
@@ -153,6 +156,24 @@ enum softnic_hold_match {
     SOFTNIC_HOLD_MATCH_KEEP = 0,  /* softnic_dv_set_attr: unchanged */
     SOFTNIC_HOLD_MATCH_OFF  = 1,  /* the match first (default) */
     SOFTNIC_HOLD_MATCH_ON   = 2   /* a racing DEL first */
+};
+
+/*
+ * softnic_dv_attr::rndv_final.  A software rendezvous (status
+ * IBV_WC_TM_RNDV_INCOMPLETE) longer than a packet completes in two CQEs on
+ * mlx5: CONSUMED_SW_RNDV (MATCH only), then a final one of either kind
+ * (rdma-core providers/mlx5/cq.c, handle_tag_matching).
+ */
+enum softnic_rndv_final {
+    SOFTNIC_RNDV_FINAL_KEEP     = 0, /* softnic_dv_set_attr: unchanged */
+    SOFTNIC_RNDV_FINAL_EXPECTED = 1, /* EXPECTED (0x2): opcode
+                                        IBV_WC_TM_RECV, DATA_VALID,
+                                        IBV_WC_SUCCESS, the QP's number */
+    SOFTNIC_RNDV_FINAL_CANCELED = 2  /* MSG_COMPLETION_CANCELED (0xC), a
+                                        NO_PACKET CQE: opcode 0
+                                        (IBV_WC_SEND), MATCH | DATA_VALID,
+                                        IBV_WC_TM_RNDV_INCOMPLETE, QP
+                                        number 0, length 0 (default) */
 };
 
 int softnic_dv_query(struct ibv_context *context,

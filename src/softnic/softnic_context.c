@@ -270,6 +270,7 @@ static int sn_attr_check(const struct softnic_dv_attr *attr)
         (attr->max_send_size > (1u << 30)) ||
         (attr->tm_max_sge > SN_TM_MAX_SGE) ||
         (attr->hold_match > SOFTNIC_HOLD_MATCH_ON) ||
+        (attr->rndv_final > SOFTNIC_RNDV_FINAL_CANCELED) ||
         ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
          (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
@@ -323,6 +324,9 @@ int softnic_dv_set_attr(struct ibv_context *context,
     }
     if (attr->hold_match != SOFTNIC_HOLD_MATCH_KEEP) {
         next.hold_match = attr->hold_match;
+    }
+    if (attr->rndv_final != SOFTNIC_RNDV_FINAL_KEEP) {
+        next.rndv_final = attr->rndv_final;
     }
     ret = sn_attr_check(&next);
     if (ret != 0) {
@@ -526,6 +530,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.progress          = SOFTNIC_PROGRESS_INLINE;
     ctx->attr.tm_max_sge        = 1;
     ctx->attr.hold_match        = SOFTNIC_HOLD_MATCH_OFF;
+    ctx->attr.rndv_final        = SOFTNIC_RNDV_FINAL_CANCELED;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;

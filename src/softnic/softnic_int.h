@@ -390,7 +390,7 @@ struct sn_srq {
     uint32_t           max_wr;
     uint32_t           rbuf_mask, rbuf_head, rbuf_tail;
     uint32_t           packet_size;  /* longer matched eager: two steps */
-    uint8_t            hold_match;   /* enum softnic_hold_match */
+    uint8_t            hold_match, rndv_final; /* enum softnic_* */
     /* matching list */
     sn_tag_t           *tags;
     uint32_t           max_tags;

@@ -416,8 +416,9 @@ static void sn_srq_deliver_eager(sn_srq_t *srq, sn_qp_t *qp,
  * buffer.  A request that fits a packet completes in one completion
  * (mlx5's CONSUMED_MSG_SW_RNDV: MATCH | DATA_VALID, the headers there);
  * a longer one in two, as mlx5 may give them (CONSUMED_SW_RNDV with MATCH
- * only, then a final completion with DATA_VALID, no tag and a status of
- * its own): the headers are placed only before the second.
+ * only, then a final completion in the form softnic_dv_attr::rndv_final
+ * chooses: EXPECTED, or MSG_COMPLETION_CANCELED, sn_srq_push_rndv_canceled):
+ * the headers are placed only before the second.
  */
 static void sn_srq_deliver_sw_rndv(sn_srq_t *srq, sn_qp_t *qp,
                                    const sn_rec_t *rec, sn_tag_t *tag)
@@ -603,6 +604,31 @@ static void sn_xfer_read_failed(sn_xfer_t *xfer, enum ibv_wc_status status)
     sn_qp_set_error(qp);
 }
 
+/*
+ * The second completion of a software rendezvous in mlx5's other form,
+ * MSG_COMPLETION_CANCELED (app_op 0xC), a CQE without a packet: rdma-core
+ * (providers/mlx5/cq.c) gives it the entry's wr_id and frees the entry
+ * (handle_tag_matching, mlx5_cqe_app_op_tm_is_complete), the status
+ * IBV_WC_TM_RNDV_INCOMPLETE, MATCH | DATA_VALID again
+ * (mlx5_cq_read_wc_flags), and opcode 0, IBV_WC_SEND
+ * (mlx5_cq_read_wc_opcode has no case for it without a packet).  Its QP
+ * number, length and tag are read from fields such a CQE may not fill:
+ * the harsher reading, 0.
+ */
+static void sn_srq_push_rndv_canceled(sn_srq_t *srq, uint32_t tag_index)
+{
+    sn_cqe_t *wc  = sn_cq_push(srq->cq);
+
+    wc->wr_id     = 0;
+    wc->status    = IBV_WC_TM_RNDV_INCOMPLETE;
+    wc->opcode    = IBV_WC_SEND;
+    wc->qp_num    = 0;
+    wc->wc_flags  = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+    wc->kind      = SN_CQE_TM_FINAL;
+    wc->tag_index = tag_index;
+    wc->srq       = srq;
+}
+
 int sn_srq_step_data(sn_srq_t *srq)
 {
     enum ibv_wc_status status = IBV_WC_SUCCESS;
@@ -631,6 +657,10 @@ int sn_srq_step_data(sn_srq_t *srq)
         }
         sn_sge_scatter(xfer->sge, xfer->num_sge, xfer->hdr, xfer->hdr_len);
         xfer->byte_len = xfer->hdr_len;
+        if (srq->rndv_final == SOFTNIC_RNDV_FINAL_CANCELED) {
+            sn_srq_push_rndv_canceled(srq, xfer->tag_index);
+            return 0;
+        }
     }
 
     fin.tag_index = xfer->tag_index;

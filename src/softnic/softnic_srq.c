@@ -213,6 +213,7 @@ struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
     srq->max_wr      = attr->attr.max_wr;
     srq->packet_size = ctx->attr.packet_size;
     srq->hold_match  = (uint8_t)ctx->attr.hold_match;
+    srq->rndv_final  = (uint8_t)ctx->attr.rndv_final;
     srq->max_tags  = attr->tm_cap.max_num_tags;
     srq->max_sge   = ctx->attr.tm_max_sge;
     srq->max_ops   = attr->tm_cap.max_ops;

@@ -446,7 +446,11 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
                              SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE,
         .tm_max_sge        = attr->soft_tm_max_sge,
         .hold_match        = attr->soft_del_before_match ?
-                             SOFTNIC_HOLD_MATCH_ON : SOFTNIC_HOLD_MATCH_OFF
+                             SOFTNIC_HOLD_MATCH_ON : SOFTNIC_HOLD_MATCH_OFF,
+        .rndv_final        = (attr->soft_rndv_final ==
+                              TM_DEV_SOFT_RNDV_FINAL_EXPECTED) ?
+                             SOFTNIC_RNDV_FINAL_EXPECTED :
+                             SOFTNIC_RNDV_FINAL_CANCELED
     };
     int ret;
 

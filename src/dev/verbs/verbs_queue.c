@@ -100,6 +100,15 @@ static TM_ALWAYS_INLINE void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
         wc->wc_flags = ibv_wc_read_wc_flags(cq);    /* SYNC_REQ */
         return;
     case IBV_WC_SEND:
+        if (tm_unlikely(wc->status == IBV_WC_TM_RNDV_INCOMPLETE)) {
+            /* not a send: mlx5's final completion of a software
+             * rendezvous in its MSG_COMPLETION_CANCELED form, without a
+             * packet, reads as opcode 0 (mlx5_cq_read_wc_opcode has no
+             * case for it); its flags (MATCH | DATA_VALID) say what it is */
+            break;
+        }
+        wc->qp_num   = ibv_wc_read_qp_num(cq);
+        return;
     case IBV_WC_RDMA_WRITE:
         wc->qp_num   = ibv_wc_read_qp_num(cq);
         return;

@@ -27,6 +27,13 @@ static const char *uct_rc_tm_soft_progress_names[] = {
     NULL
 };
 
+/* UCX_RC_TM_SOFT_RNDV_FINAL, in the order of TM_DEV_SOFT_RNDV_FINAL_* */
+static const char *uct_rc_tm_soft_rndv_final_names[] = {
+    [TM_DEV_SOFT_RNDV_FINAL_CANCELED] = "canceled",
+    [TM_DEV_SOFT_RNDV_FINAL_EXPECTED] = "expected",
+    NULL
+};
+
 ucs_config_field_t uct_rc_tm_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_rc_tm_md_config_t, super),
@@ -148,6 +155,17 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "the next poll completes first.",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_hold_match),
      UCS_CONFIG_TYPE_BOOL},
+
+    {"SOFT_RNDV_FINAL", "canceled",
+     "Software NIC only: the second completion of a software rendezvous (a\n"
+     "rendezvous larger than its receive) that completes in two, in one of\n"
+     "the forms mlx5 gives it.\n"
+     " canceled - MSG_COMPLETION_CANCELED: status rendezvous incomplete,\n"
+     "            match and data valid again, opcode 0 (send), QP number 0\n"
+     "            and length 0, as rdma-core's mlx5 provider reads it\n"
+     " expected - EXPECTED: status success, data valid only",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_rndv_final),
+     UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_rndv_final_names)},
 
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
@@ -466,6 +484,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
     attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
     attr.soft_del_before_match  = config->soft_hold_match;
+    attr.soft_rndv_final        = config->soft_rndv_final;
     attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;
     attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :

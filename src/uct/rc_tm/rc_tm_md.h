@@ -52,6 +52,9 @@ typedef struct uct_rc_tm_md_config {
                                                   SRQ (CONNECT_TO_IFACE) */
     int                      soft_hold_match;  /* soft device: a racing DEL
                                                   completes before the match */
+    int                      soft_rndv_final;  /* soft device: final CQE of a
+                                                  two-CQE software rendezvous
+                                                  (TM_DEV_SOFT_RNDV_FINAL_*) */
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_rc_tm_rcache_config_t rcache;          /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

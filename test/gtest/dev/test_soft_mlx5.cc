@@ -484,43 +484,106 @@ TEST_F(soft_mlx5, sw_rndv_in_one_packet_is_one_completion)
     EXPECT_TRUE(s.wcs.empty());
 }
 
+/* The final completion of a two-CQE software rendezvous in mlx5's
+ * EXPECTED form (UCX_RC_TM_SOFT_RNDV_FINAL=expected) */
+class soft_mlx5_rndv_expected : public soft_mlx5_small_packet {
+    void set_attr(tm_dev_attr_t &a) override {
+        a.eager_packet_size = 64;
+        a.soft_rndv_final   = TM_DEV_SOFT_RNDV_FINAL_EXPECTED;
+    }
+};
+
 /* Longer than a packet: first a CONSUMED completion (RNDV_INCOMPLETE,
  * MATCH only, the buffer not yet written), then the final one for the same
- * receive (SUCCESS, DATA_VALID, tag 0) once the headers are in the buffer */
-TEST_F(soft_mlx5_small_packet, sw_rndv_over_a_packet_is_two_completions)
+ * receive once the headers are in the buffer; returns that final one, and
+ * checks that it freed the entry (its handle is the next ADD's) */
+static tm_dev_wc_t sw_rndv_two_completions(node &s, tm_dev_conn_t *cs,
+                                           node &r, tm_dev_conn_t *cr,
+                                           std::string *req_p, char **dst_p)
 {
     const uint32_t len = 5000;
     char *src = s.alloc(len), *dst = r.alloc(128);
     std::string req = rndv_msg(3, 4, src, s.mr->rkey, len,
                                std::string(40, 'h'));
+    tm_dev_wc_t fin = {};
+    uint32_t h, h2;
 
-    ASSERT_GT(req.size(), 64u);
+    EXPECT_GT(req.size(), 64u);
     memset(dst, 0, 128);
-    manual();
-    ASSERT_EQ(0, r.add_tag(3, ~0ull, dst, 128, 66, 0, nullptr, 1));
-    ASSERT_EQ(0, softnic_test_step_op(r.srq));
-    ASSERT_EQ(1u, drain(r).size());
-    ASSERT_EQ(0, s.send(cs, req, 1));
+    softnic_test_set_mode(r.dev, SOFTNIC_MODE_MANUAL);
+    EXPECT_EQ(0, r.add_tag(3, ~0ull, dst, 128, 66, 0, &h, 1));
+    EXPECT_EQ(0, softnic_test_step_op(r.srq));
+    r.poll();
+    EXPECT_EQ(1u, r.wcs.size());
+    r.wcs.clear();
+    EXPECT_EQ(0, s.send(cs, req, 1));
 
-    ASSERT_EQ(0, softnic_test_step_arrival(cr));
-    std::vector<tm_dev_wc_t> v = drain(r);
-    ASSERT_EQ(1u, v.size());
-    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, v[0].status);
-    EXPECT_EQ(IBV_WC_TM_RECV, v[0].opcode);
-    EXPECT_EQ(66u, v[0].wr_id);
-    EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, v[0].wc_flags);
-    EXPECT_EQ(3u, v[0].tm_info.tag);
-    EXPECT_EQ(4u, v[0].tm_info.priv);
+    EXPECT_EQ(0, softnic_test_step_arrival(cr));
+    r.poll();
+    EXPECT_EQ(1u, r.wcs.size());
+    if (r.wcs.size() != 1) {
+        return fin;
+    }
+    tm_dev_wc_t wc = r.wcs.front();
+    r.wcs.clear();
+    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, wc.status);
+    EXPECT_EQ(IBV_WC_TM_RECV, wc.opcode);
+    EXPECT_EQ(66u, wc.wr_id);
+    EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, wc.wc_flags);
+    EXPECT_EQ(3u, wc.tm_info.tag);
+    EXPECT_EQ(4u, wc.tm_info.priv);
     EXPECT_EQ(std::string(128, 0), std::string(dst, 128)) << "not written yet";
     EXPECT_EQ(0u, softnic_test_listed_tags(r.srq));
 
-    ASSERT_EQ(0, softnic_test_step_data(r.srq));
-    v = drain(r);
-    ASSERT_EQ(1u, v.size());
-    EXPECT_TM_RECV(v[0], 66, IBV_WC_TM_DATA_VALID, 0, 0, req.size());
+    EXPECT_EQ(0, softnic_test_step_data(r.srq));
+    r.poll();
+    EXPECT_EQ(1u, r.wcs.size());
+    if (r.wcs.size() != 1) {
+        return fin;
+    }
+    fin = r.wcs.front();
+    r.wcs.clear();
     EXPECT_EQ(req, std::string(dst, req.size()));
     EXPECT_EQ(0, dst[req.size()]);
     EXPECT_EQ(EAGAIN, softnic_test_step_data(r.srq));
+    EXPECT_EQ(0, r.add_tag(3, ~0ull, dst, 128, 67, 0, &h2, 2));
+    EXPECT_EQ(h, h2) << "the final completion freed the entry";
+    *req_p = req;
+    *dst_p = dst;
+    return fin;
+}
+
+/* By default the final one is mlx5's MSG_COMPLETION_CANCELED (0xC), a CQE
+ * without a packet, as rdma-core's provider reads it: the entry's wr_id,
+ * RNDV_INCOMPLETE, MATCH | DATA_VALID again, opcode 0 (IBV_WC_SEND: no
+ * case for it), and QP number, length and tag 0 (issue 36 item 7) */
+TEST_F(soft_mlx5_small_packet, sw_rndv_over_a_packet_is_two_completions)
+{
+    std::string req;
+    char *dst = nullptr;
+    tm_dev_wc_t wc = sw_rndv_two_completions(s, cs, r, cr, &req, &dst);
+
+    EXPECT_EQ(IBV_WC_TM_RNDV_INCOMPLETE, wc.status);
+    EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+    EXPECT_EQ(66u, wc.wr_id);
+    EXPECT_EQ((unsigned)(IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID),
+              wc.wc_flags);
+    EXPECT_EQ(0u, wc.qp_num);
+    EXPECT_EQ(0u, wc.byte_len);
+    EXPECT_EQ(0u, wc.tm_info.tag);
+    EXPECT_EQ(0u, wc.tm_info.priv);
+}
+
+/* In the EXPECTED form (0x2): SUCCESS, DATA_VALID only, tag 0, the length
+ * of the headers placed, the QP it came on */
+TEST_F(soft_mlx5_rndv_expected, sw_rndv_over_a_packet_is_two_completions)
+{
+    std::string req;
+    char *dst = nullptr;
+    tm_dev_wc_t wc = sw_rndv_two_completions(s, cs, r, cr, &req, &dst);
+
+    EXPECT_TM_RECV(wc, 66, IBV_WC_TM_DATA_VALID, 0, 0, req.size());
+    EXPECT_NE(0u, wc.qp_num);
 }
 
 
