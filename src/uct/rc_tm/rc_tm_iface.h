@@ -171,8 +171,11 @@ typedef enum {
     UCT_RC_TM_RECV_EVICTING  = UCS_BIT(11),/* DEL posted to find a receive
                                               a failed message took: back
                                               to software if it succeeds */
-    UCT_RC_TM_RECV_SPILL     = UCS_BIT(12) /* listed with rx.spill
+    UCT_RC_TM_RECV_SPILL     = UCS_BIT(12),/* listed with rx.spill
                                               behind its buffer */
+    UCT_RC_TM_RECV_DEL_FAILED = UCS_BIT(13) /* in tm.del_failed: its DEL
+                                              failed, no consumption seen
+                                              yet: consumed or lost */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
@@ -181,7 +184,8 @@ typedef struct uct_rc_tm_recv {
     ucs_list_link_t           sw_list;  /* software list, posting order;
                                            matched by the device: in
                                            tm.matched until its final
-                                           completion */
+                                           completion; or in
+                                           tm.del_failed */
     ucs_queue_elem_t          queue;    /* DEL or cancel completion waiting */
     uct_tag_context_t         *ctx;
     void                      *buffer;
@@ -293,6 +297,10 @@ typedef struct uct_rc_tm_iface {
         unsigned              ops_in_flight;  /* list ops posted, not done */
         unsigned              evicting;       /* EVICTING receives: nothing
                                                  goes to the device */
+        unsigned              dels_pending;   /* DELs queued or in flight */
+        unsigned              num_del_failed; /* receives in del_failed */
+        unsigned              len_errs;       /* LOC_LEN_ERR failures not yet
+                                                 matched to a lost receive */
         int                   sync_pending;   /* SYNC_REQ not yet answered */
         int                   in_batch;       /* dispatching a polled batch:
                                                  DELs wait for its end */
@@ -305,6 +313,7 @@ typedef struct uct_rc_tm_iface {
         ucs_list_link_t       sw_list;        /* receives kept in software */
         ucs_list_link_t       matched;        /* matched by the device, final
                                                  completion to come */
+        ucs_list_link_t       del_failed;     /* DEL_FAILED receives */
         ucs_queue_head_t      del_queue;      /* DELs waiting for a slot */
         ucs_queue_head_t      cancel_queue;   /* cancels to report */
         ucs_mpool_t           recv_mp;
@@ -370,6 +379,7 @@ void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
  * completion */
 int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num);
 void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_resolve_del_failed(uct_rc_tm_iface_t *iface);
 unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_handle_fin(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                               uint32_t op_id);

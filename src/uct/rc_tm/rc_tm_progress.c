@@ -156,7 +156,9 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
     if (wc->status == IBV_WC_LOC_LEN_ERR) {
         /* The message may have been too long for a receive the device had
          * matched, and mlx5 names none: find it */
+        ++iface->tm.len_errs;
         uct_rc_tm_tag_find_lost(iface);
+        uct_rc_tm_tag_resolve_del_failed(iface);
     }
     if (ep != NULL) {
         uct_rc_tm_ep_set_failed(ep, wc->status);

@@ -397,6 +397,9 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.num_sw         = 0;
     iface->tm.ops_in_flight  = 0;
     iface->tm.evicting       = 0;
+    iface->tm.dels_pending   = 0;
+    iface->tm.num_del_failed = 0;
+    iface->tm.len_errs       = 0;
     iface->tm.sync_pending   = 0;
     iface->tm.in_batch       = 0;
     iface->tm.ops_posted     = 0;
@@ -406,6 +409,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.seq            = 0;
     ucs_list_head_init(&iface->tm.sw_list);
     ucs_list_head_init(&iface->tm.matched);
+    ucs_list_head_init(&iface->tm.del_failed);
     ucs_queue_head_init(&iface->tm.del_queue);
     ucs_queue_head_init(&iface->tm.cancel_queue);
     kh_init_inplace(uct_rc_tm_bufs, &iface->tm.bufs);

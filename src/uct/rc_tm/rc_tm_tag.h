@@ -98,6 +98,8 @@ int uct_rc_tm_tag_add_to_device(uct_rc_tm_iface_t *iface,
 void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv);
 void uct_rc_tm_tag_post_sync(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_promote(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_tag_del_failed_consumed(uct_rc_tm_iface_t *iface,
+                                       uct_rc_tm_recv_t *recv);
 
 /* Messages (rc_tm_tag_rx.c) */
 void uct_rc_tm_tag_complete_recv(uct_rc_tm_iface_t *iface,

@@ -108,6 +108,7 @@ static int uct_rc_tm_tag_post_queued_dels(uct_rc_tm_iface_t *iface)
             /* A message consumed the entry meanwhile: its index may already
              * name another receive, and rdma-core does not check handles */
             ucs_queue_pull_non_empty(&iface->tm.del_queue);
+            --iface->tm.dels_pending;
             uct_rc_tm_recv_put(iface, recv);
             continue;
         }
@@ -143,6 +144,7 @@ void uct_rc_tm_tag_post_del(uct_rc_tm_iface_t *iface,
                             uct_rc_tm_recv_t *recv)
 {
     ++recv->refs; /* the queue's, until the DEL is posted */
+    ++iface->tm.dels_pending;
     ucs_queue_push(&iface->tm.del_queue, &recv->queue);
     uct_rc_tm_tag_post_queued_dels(iface);
 }
@@ -332,10 +334,60 @@ void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface)
               "message took", iface->tm.evicting);
 }
 
+/*
+ * A DEL that fails for a receive no completion reported consumed means one
+ * of two things, and no source orders the completions that tell them apart:
+ *  - a message consumed the entry, and its completion is still to come (a
+ *    single-packet match's may follow the DEL's);
+ *  - a message too long for it took it and failed its QP (mlx5: LOC_LEN_ERR,
+ *    naming no receive): nothing will ever complete it.
+ * Each loss comes with a LOC_LEN_ERR (len_errs; an untagged message too long
+ * counts too, though it took no entry), so while more receives wait here
+ * than there were such failures, consumptions are still to come.  Once every
+ * DEL is done and no more wait than failures were seen, the ones left are
+ * lost: reported truncated, their slots kept, as in rdma-core, which still
+ * expects a final completion.
+ */
+void uct_rc_tm_tag_resolve_del_failed(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_recv_t *recv;
+
+    if ((iface->tm.dels_pending > 0) ||
+        (iface->tm.num_del_failed > iface->tm.len_errs)) {
+        return;
+    }
+
+    iface->tm.len_errs = 0; /* the others were untagged messages */
+    while (!ucs_list_is_empty(&iface->tm.del_failed)) {
+        recv = ucs_list_extract_head(&iface->tm.del_failed, uct_rc_tm_recv_t,
+                                     sw_list);
+        recv->flags &= ~UCT_RC_TM_RECV_DEL_FAILED;
+        recv->flags |= UCT_RC_TM_RECV_FAILED; /* a late completion drops */
+        --iface->tm.num_del_failed;
+        ucs_error("rc_tm: a message too long for the receive of tag 0x%"
+                  PRIx64 " (%zu bytes) took it", recv->match.tag,
+                  recv->length);
+        uct_rc_tm_recv_leave_device(iface, recv);
+        uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
+                                    recv->length, UCS_ERR_MESSAGE_TRUNCATED);
+    }
+}
+
+/* The consumption of a receive whose DEL failed came after all */
+void uct_rc_tm_tag_del_failed_consumed(uct_rc_tm_iface_t *iface,
+                                       uct_rc_tm_recv_t *recv)
+{
+    ucs_list_del(&recv->sw_list);
+    recv->flags &= ~UCT_RC_TM_RECV_DEL_FAILED;
+    --iface->tm.num_del_failed;
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
+}
+
 static void uct_rc_tm_tag_handle_del_wc(uct_rc_tm_iface_t *iface,
                                         uct_rc_tm_recv_t *recv,
                                         const tm_dev_wc_t *wc)
 {
+    --iface->tm.dels_pending;
     if (recv->flags & UCT_RC_TM_RECV_EVICTING) {
         recv->flags &= ~UCT_RC_TM_RECV_EVICTING;
         --iface->tm.evicting;
@@ -356,27 +408,23 @@ static void uct_rc_tm_tag_handle_del_wc(uct_rc_tm_iface_t *iface,
         }
         /* the DEL's completion, and the consumption that will never be */
         uct_rc_tm_recv_slot_put(iface, recv, 2);
-        return;
-    }
-
-    if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
+    } else if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
         ucs_error("rc_tm: TAG_DEL of a receive software matched failed: %s",
                   ibv_wc_status_str(wc->status));
-    } else if (!(recv->flags & UCT_RC_TM_RECV_CONSUMED)) {
-        /* Gone from the list with no completion naming it: a message too
-         * long for it took it, and failed its QP (mlx5).  Its slot stays
-         * taken, as in rdma-core, which still expects a final completion */
-        ucs_error("rc_tm: a message too long for the receive of tag 0x%"
-                  PRIx64 " (%zu bytes) took it", recv->match.tag,
-                  recv->length);
-        uct_rc_tm_recv_leave_device(iface, recv);
-        uct_rc_tm_tag_complete_recv(iface, recv, recv->match.tag, 0,
-                                    recv->length, UCS_ERR_MESSAGE_TRUNCATED);
-    } else {
+        uct_rc_tm_recv_slot_put(iface, recv, 1);
+    } else if (recv->flags & UCT_RC_TM_RECV_CONSUMED) {
         /* A message consumed the entry first: its completion decides */
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
+        uct_rc_tm_recv_slot_put(iface, recv, 1);
+    } else {
+        /* Consumed or lost: it takes no other message */
+        uct_rc_tm_recv_unpost(iface, recv);
+        recv->flags |= UCT_RC_TM_RECV_DEL_FAILED;
+        ucs_list_add_tail(&iface->tm.del_failed, &recv->sw_list);
+        ++iface->tm.num_del_failed;
+        uct_rc_tm_recv_slot_put(iface, recv, 1);
     }
-    uct_rc_tm_recv_slot_put(iface, recv, 1);
+    uct_rc_tm_tag_resolve_del_failed(iface);
 }
 
 static void uct_rc_tm_tag_handle_op_wc(uct_rc_tm_iface_t *iface,

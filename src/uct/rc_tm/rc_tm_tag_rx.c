@@ -355,6 +355,31 @@ static void uct_rc_tm_tag_recv_done(uct_rc_tm_iface_t *iface,
     uct_rc_tm_tag_data_done(iface, recv, imm, wc);
 }
 
+/* The device matched a receive whose fate software had taken for another:
+ * a DEL that failed only because this consumption came first (its
+ * completion decides); one software gave a message, or reported lost
+ * (dropped: its slot is freed at the final completion) */
+static UCS_F_NOINLINE void uct_rc_tm_tag_late_match(uct_rc_tm_iface_t *iface,
+                                                    uct_rc_tm_recv_t *recv,
+                                                    const tm_dev_wc_t *wc)
+{
+    if (recv->flags & UCT_RC_TM_RECV_DEL_FAILED) {
+        uct_rc_tm_tag_del_failed_consumed(iface, recv);
+        uct_rc_tm_tag_matched(iface, recv, wc);
+        uct_rc_tm_tag_resolve_del_failed(iface);
+        return;
+    }
+
+    /* Cannot happen while every list operation carries the count (the DEL
+     * reaches the device before it is back in phase), nor while every loss
+     * comes with its QP's LOC_LEN_ERR */
+    ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
+              "software had %s; dropped", wc->tm_info.tag,
+              (recv->flags & UCT_RC_TM_RECV_SW_WON) ?
+              "given another message" : "reported lost");
+    recv->flags |= UCT_RC_TM_RECV_CONSUMED;
+}
+
 void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
                                   const tm_dev_wc_t *wc)
 {
@@ -366,14 +391,14 @@ void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
         return;
     }
 
-    if ((wc->wc_flags & IBV_WC_TM_MATCH) ||
-        !(recv->flags & UCT_RC_TM_RECV_CONSUMED)) {
-        if (ucs_unlikely(recv->flags & UCT_RC_TM_RECV_SW_WON)) {
-            /* Cannot happen while every list operation carries the count
-             * (the DEL reaches the device before it is back in phase) */
-            ucs_error("rc_tm: device matched tag 0x%" PRIx64 " to a receive "
-                      "software had given another message; dropped",
-                      wc->tm_info.tag);
+    /* The first completion of a receive is its match, whatever its flags:
+     * mlx5's final completion of a software rendezvous may say MATCH again
+     * (MSG_COMPLETION_CANCELED) */
+    if (!(recv->flags & UCT_RC_TM_RECV_CONSUMED)) {
+        if (ucs_unlikely(recv->flags & (UCT_RC_TM_RECV_SW_WON |
+                                        UCT_RC_TM_RECV_DEL_FAILED |
+                                        UCT_RC_TM_RECV_FAILED))) {
+            uct_rc_tm_tag_late_match(iface, recv, wc);
         } else {
             uct_rc_tm_tag_matched(iface, recv, wc);
         }

@@ -10,6 +10,8 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/test_tag.cc \
 	test/gtest/uct/test_tag_rndv_request.cc \
 	test/gtest/uct/test_overflow.cc \
+	test/gtest/uct/test_cancel_race.cc \
+	test/gtest/uct/test_rndv_incomplete.cc \
 	test/gtest/uct/test_contract.cc \
 	test/gtest/uct/test_tx_moderation.cc \
 	test/gtest/uct/test_rcache.cc \
