@@ -3,7 +3,8 @@
  * order, on the QP's send CQ:
  *   SEND        when the peer's responder has taken the message off its
  *               ring (like an RC ack: the message was placed, after any RNR
- *               wait);
+ *               wait), at the latest before any message the peer sent
+ *               after that on the QP is judged (sn_qp_complete_acked);
  *   RDMA READ / when the copy is done.
  *   RDMA WRITE
  * A peer that dies or closes fails the outstanding requests
@@ -102,6 +103,32 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
         ++qp->sq_head;
     }
     return count;
+}
+
+/*
+ * A message arrived on qp (the caller saw its record, acquire): the sends
+ * the peer consumed before it sent that message complete first, as on an
+ * RC connection the ack of a SEND precedes whatever the responder sends
+ * after it (a FIN, a reply).  The peer released our records before it
+ * published its own, so the fresh consumer position covers them.  With an
+ * engine, the send CQ is published now (whatever it holds unpublished):
+ * it may be published before the CQ of the arrival in this round, and
+ * software must not see the reaction first.  What the peer's device pulled from our backlog is taken back by
+ * a push (softnic_pull.c).
+ */
+void sn_qp_complete_acked(sn_qp_t *qp)
+{
+    if (sn_unlikely(qp->offered)) {
+        sn_qp_push(qp);
+    }
+    qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                              memory_order_acquire);
+    sn_qp_reap(qp, qp->send_cq);
+    if (sn_qp_ctx(qp)->threaded &&
+        (__atomic_load_n(&qp->send_cq->ready, __ATOMIC_RELAXED) !=
+         qp->send_cq->tail)) {
+        sn_cq_publish(qp->send_cq);
+    }
 }
 
 /* Pushes queued sends, completes them, watches the peer */

@@ -729,6 +729,7 @@ void sn_qp_last_wqe_check(sn_qp_t *qp);
 void sn_qp_events_drop(sn_qp_t *qp);
 void sn_qp_events_check_acked(sn_qp_t *qp);
 unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq);
+void sn_qp_complete_acked(sn_qp_t *qp);
 void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status);
 bool sn_qp_peer_alive(sn_qp_t *qp);
 

@@ -512,6 +512,15 @@ int sn_srq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
     return 0;
 }
 
+/* Before a message of qp is judged: its sends the peer consumed complete
+ * (issue 37); one compare when none is outstanding */
+static inline void sn_arrival_acks(sn_qp_t *qp)
+{
+    if (qp->sq_head != qp->sq_tail) {
+        sn_qp_complete_acked(qp);
+    }
+}
+
 /* The oldest message of qp: off its ring, or, once the ring is drained up
  * to the requester's mark, out of its backlog (softnic_pull.c) */
 int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
@@ -523,9 +532,13 @@ int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
         return EAGAIN;
     }
     if (!sn_ring_peek(qp, &rec)) {
-        return (sn_rec_type(sn_ring_head_rec(qp)) == SN_REC_BACKLOG) ?
-               sn_srq_pull_arrival(srq, qp) : EAGAIN;
+        if (sn_rec_type(sn_ring_head_rec(qp)) != SN_REC_BACKLOG) {
+            return EAGAIN;
+        }
+        sn_arrival_acks(qp);
+        return sn_srq_pull_arrival(srq, qp);
     }
+    sn_arrival_acks(qp);
     ret = sn_srq_arrive(srq, qp, rec);
     if (ret == 0) {
         sn_ring_release(qp, rec);
