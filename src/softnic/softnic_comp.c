@@ -113,8 +113,8 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
  * published its own, so the fresh consumer position covers them.  With an
  * engine, the send CQ is published now (whatever it holds unpublished):
  * it may be published before the CQ of the arrival in this round, and
- * software must not see the reaction first.  What the peer's device pulled from our backlog is taken back by
- * a push (softnic_pull.c).
+ * software must not see the reaction first.  What the peer's device pulled
+ * from our backlog is taken back by a push (softnic_pull.c).
  */
 void sn_qp_complete_acked(sn_qp_t *qp)
 {
