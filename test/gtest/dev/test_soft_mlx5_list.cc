@@ -484,9 +484,21 @@ protected:
 };
 
 class soft_mlx5_hold_thread : public soft_mlx5_hold {
+protected:
     void set_attr(tm_dev_attr_t &a) override {
         a.soft_del_before_match = 1;
         a.soft_progress         = TM_DEV_SOFT_PROGRESS_THREAD;
+    }
+
+    /* Lists an entry for tag 5 (receive wr_id 66) and sends it a
+     * single-packet message */
+    void list_and_send(char *buf) {
+        tm_dev_wc_t wc;
+
+        ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
+        ASSERT_TRUE(r.next(&wc));
+        ASSERT_EQ(IBV_WC_TM_ADD, wc.opcode);
+        ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
     }
 };
 
@@ -597,10 +609,7 @@ TEST_F(soft_mlx5_hold_thread, failed_del_completes_before_the_held_match)
     char *buf = r.alloc(64);
     tm_dev_wc_t wc;
 
-    ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
-    ASSERT_TRUE(r.next(&wc));
-    ASSERT_EQ(IBV_WC_TM_ADD, wc.opcode);
-    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_NO_FATAL_FAILURE(list_and_send(buf));
     ASSERT_TRUE(s.next(&wc));
     ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
     ASSERT_EQ(0, r.list_op(IBV_WR_TAG_DEL, h, 0, 9));
@@ -617,10 +626,7 @@ TEST_F(soft_mlx5_hold_thread, held_match_is_polled_without_a_del)
     char *buf = r.alloc(64);
     tm_dev_wc_t wc;
 
-    ASSERT_EQ(0, r.add_tag(5, ~0ull, buf, 64, 66, 0, &h, 1));
-    ASSERT_TRUE(r.next(&wc));
-    ASSERT_EQ(IBV_WC_TM_ADD, wc.opcode);
-    ASSERT_EQ(0, s.send(cs, tm_msg(IBV_TMH_EAGER, 5, 7, "hello"), 1));
+    ASSERT_NO_FATAL_FAILURE(list_and_send(buf));
     ASSERT_TRUE(r.next(&wc));
     EXPECT_TM_RECV(wc, 66, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID, 5, 7, 5);
     EXPECT_EQ("hello", std::string(buf, 5));
