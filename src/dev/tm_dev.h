@@ -81,7 +81,7 @@ typedef struct tm_dev_attr {
                                                NIC's connections to a remote
                                                SRQ: connect QP to QP only,
                                                as on mlx5 */
-    uint32_t            soft_del_before_match; /* hold a single-packet
+    uint32_t            soft_hold_match;    /* hold a single-packet
                                                match's completion, so that a
                                                DEL that lost its entry to it
                                                completes first (softnic_dv_

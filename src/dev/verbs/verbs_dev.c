@@ -445,7 +445,7 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
                               TM_DEV_SOFT_PROGRESS_THREAD) ?
                              SOFTNIC_PROGRESS_THREAD : SOFTNIC_PROGRESS_INLINE,
         .tm_max_sge        = attr->soft_tm_max_sge,
-        .hold_match        = attr->soft_del_before_match ?
+        .hold_match        = attr->soft_hold_match ?
                              SOFTNIC_HOLD_MATCH_ON : SOFTNIC_HOLD_MATCH_OFF,
         .rndv_final        = (attr->soft_rndv_final ==
                               TM_DEV_SOFT_RNDV_FINAL_EXPECTED) ?

@@ -483,7 +483,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.soft_progress     = config->soft_progress;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
     attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
-    attr.soft_del_before_match  = config->soft_hold_match;
+    attr.soft_hold_match        = config->soft_hold_match;
     attr.soft_rndv_final        = config->soft_rndv_final;
     attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;

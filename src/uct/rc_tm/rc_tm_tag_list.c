@@ -383,6 +383,26 @@ void uct_rc_tm_tag_del_failed_consumed(uct_rc_tm_iface_t *iface,
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
 }
 
+/* A DEL failed: the entry was no longer in the device's list */
+static void uct_rc_tm_tag_del_failed(uct_rc_tm_iface_t *iface,
+                                     uct_rc_tm_recv_t *recv,
+                                     const tm_dev_wc_t *wc)
+{
+    if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
+        ucs_error("rc_tm: TAG_DEL of a receive software matched failed: %s",
+                  ibv_wc_status_str(wc->status));
+    } else if (recv->flags & UCT_RC_TM_RECV_CONSUMED) {
+        /* A message consumed the entry first: its completion decides */
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
+    } else {
+        /* Consumed or lost: it takes no other message */
+        uct_rc_tm_recv_unpost(iface, recv);
+        recv->flags |= UCT_RC_TM_RECV_DEL_FAILED;
+        ucs_list_add_tail(&iface->tm.del_failed, &recv->sw_list);
+        ++iface->tm.num_del_failed;
+    }
+}
+
 static void uct_rc_tm_tag_handle_del_wc(uct_rc_tm_iface_t *iface,
                                         uct_rc_tm_recv_t *recv,
                                         const tm_dev_wc_t *wc)
@@ -408,20 +428,8 @@ static void uct_rc_tm_tag_handle_del_wc(uct_rc_tm_iface_t *iface,
         }
         /* the DEL's completion, and the consumption that will never be */
         uct_rc_tm_recv_slot_put(iface, recv, 2);
-    } else if (recv->flags & UCT_RC_TM_RECV_SW_WON) {
-        ucs_error("rc_tm: TAG_DEL of a receive software matched failed: %s",
-                  ibv_wc_status_str(wc->status));
-        uct_rc_tm_recv_slot_put(iface, recv, 1);
-    } else if (recv->flags & UCT_RC_TM_RECV_CONSUMED) {
-        /* A message consumed the entry first: its completion decides */
-        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_LIST_DEL_RACE);
-        uct_rc_tm_recv_slot_put(iface, recv, 1);
     } else {
-        /* Consumed or lost: it takes no other message */
-        uct_rc_tm_recv_unpost(iface, recv);
-        recv->flags |= UCT_RC_TM_RECV_DEL_FAILED;
-        ucs_list_add_tail(&iface->tm.del_failed, &recv->sw_list);
-        ++iface->tm.num_del_failed;
+        uct_rc_tm_tag_del_failed(iface, recv, wc);
         uct_rc_tm_recv_slot_put(iface, recv, 1);
     }
     uct_rc_tm_tag_resolve_del_failed(iface);

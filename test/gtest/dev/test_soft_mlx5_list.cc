@@ -472,7 +472,7 @@ protected:
     uint32_t h = 0;
 
     void set_attr(tm_dev_attr_t &a) override {
-        a.soft_del_before_match = 1;
+        a.soft_hold_match = 1;
     }
 
     /* An entry for tag 5 (receive wr_id 66), listed */
@@ -486,8 +486,8 @@ protected:
 class soft_mlx5_hold_thread : public soft_mlx5_hold {
 protected:
     void set_attr(tm_dev_attr_t &a) override {
-        a.soft_del_before_match = 1;
-        a.soft_progress         = TM_DEV_SOFT_PROGRESS_THREAD;
+        a.soft_hold_match = 1;
+        a.soft_progress   = TM_DEV_SOFT_PROGRESS_THREAD;
     }
 
     /* Lists an entry for tag 5 (receive wr_id 66) and sends it a

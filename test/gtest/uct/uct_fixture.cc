@@ -1,5 +1,6 @@
 #include "uct_fixture.h"
 #include "../common/rc_tm_config.h"
+#include "../common/wait_until.h"
 
 #include <cstring>
 
@@ -390,30 +391,16 @@ bool uct_fixture::soft_thread()
     return (value != NULL) && !strcmp(value, "thread");
 }
 
-/* Calls step until pred holds; false after a bound only a hang reaches */
-static bool step_until(const std::function<void()> &step,
-                       const std::function<bool()> &pred, double seconds)
-{
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(seconds);
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        step();
-    }
-    return true;
-}
-
 bool uct_fixture::wait_for(const std::function<bool()> &pred, double seconds)
 {
-    return step_until([this] { progress(); }, pred, seconds);
+    return wait_until(pred, [this] { progress(); }, seconds);
 }
 
 bool uct_fixture::progress_until(entity &e, const std::function<bool()> &pred,
                                  double seconds)
 {
-    return step_until([&e] { uct_worker_progress(e.worker); }, pred, seconds);
+    return wait_until(pred, [&e] { uct_worker_progress(e.worker); },
+                      seconds);
 }
 
 void uct_fixture::flush(entity &e)
