@@ -94,6 +94,9 @@ typedef struct tm_dev_attr {
     uint32_t            sl;                 /* 0: SL 0 (UCX's SL=auto
                                                without adaptive routing);
                                                else TM_DEV_ATTR_SET | SL */
+    double              soft_latency;       /* the software NIC's figures
+                                               (tm_dev_perf_t): seconds */
+    double              soft_bandwidth;     /* bytes per second */
 } tm_dev_attr_t;
 
 /* tm_dev_attr_t::pkey and sl: a value the user set (0 is "auto") */
@@ -113,6 +116,26 @@ enum {
     TM_DEV_SOFT_RNDV_FINAL_CANCELED, /* MSG_COMPLETION_CANCELED (default) */
     TM_DEV_SOFT_RNDV_FINAL_EXPECTED  /* EXPECTED */
 };
+
+/*
+ * Performance figures, for UCX's interface attributes and estimates.  A NIC
+ * has them from its port's speed, width and MTU, as UCX's ib transports
+ * derive them; the software NIC has the figures it was opened with
+ * (measured, docs/performance.md).
+ */
+typedef struct tm_dev_perf {
+    double              latency;    /* one way on the wire, seconds */
+    double              bandwidth;  /* of the port, bytes per second */
+    double              post;       /* CPU time of posting or completing one
+                                       work request through the provider */
+    double              doorbell;   /* telling the device of new work (a
+                                       NIC's write over PCI) */
+    double              wqe_fetch;  /* the device's read of a work request
+                                       not given inline (a NIC's DMA) */
+    int                 per_process; /* the bandwidth is each process's own
+                                       (the software NIC copies on its own
+                                       CPU); a NIC's port is shared */
+} tm_dev_perf_t;
 
 
 /* What an opened device can do (ibv_query_device_ex's tm_caps and limits) */
@@ -227,6 +250,8 @@ int  tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
                  tm_dev_t **dev_p);
 void tm_dev_close(tm_dev_t *dev);
 void tm_dev_query(tm_dev_t *dev, tm_dev_caps_t *caps);
+/* Its figures now (a NIC's port may have changed speed) */
+void tm_dev_perf(tm_dev_t *dev, tm_dev_perf_t *perf);
 /* What drives the device under the verbs API: "software NIC", "mlx5" ... */
 const char *tm_dev_driver(tm_dev_t *dev);
 void tm_dev_addr(tm_dev_t *dev, void *addr);

@@ -467,6 +467,13 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
     if (!attr->soft_no_connect_to_srq) {
         dev->flags |= TM_DEV_CAP_CONNECT_TO_SRQ;
     }
+    /* No PCI between the software and its engine: no doorbell write, no
+     * descriptor fetch; a work request costs what posting it to the ring
+     * and completing it take (measured, docs/performance.md) */
+    dev->soft_perf.latency     = attr->soft_latency;
+    dev->soft_perf.bandwidth   = attr->soft_bandwidth;
+    dev->soft_perf.post        = TM_VERBS_SOFT_POST_TIME;
+    dev->soft_perf.per_process = 1;
     snprintf(dev->driver, sizeof(dev->driver), "software NIC");
     return 0;
 }
@@ -656,6 +663,17 @@ void tm_dev_query(tm_dev_t *tdev, tm_dev_caps_t *caps)
     caps->flags = dev->flags;
     if (dev->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
         caps->srq_addr_len = sizeof(uint32_t);
+    }
+}
+
+void tm_dev_perf(tm_dev_t *tdev, tm_dev_perf_t *perf)
+{
+    tm_verbs_dev_t *dev = tm_verbs_dev(tdev);
+
+    if (softnic_dv_is_softnic(dev->ctx)) {
+        *perf = dev->soft_perf;
+    } else {
+        tm_verbs_port_perf(&dev->port_attr, perf);
     }
 }
 

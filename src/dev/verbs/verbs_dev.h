@@ -61,6 +61,9 @@ extern "C" {
 #define TM_NOINLINE                 __attribute__((noinline))
 #define TM_ALWAYS_INLINE            inline __attribute__((always_inline))
 
+/* The software NIC's CPU time per work request, posted and completed */
+#define TM_VERBS_SOFT_POST_TIME      30e-9
+
 /* Packed addresses are tagged so that foreign ones are refused */
 #define TM_VERBS_DEV_ADDR_MAGIC      0x56   /* 'V' */
 #define TM_VERBS_CONN_ADDR_MAGIC     0xc7
@@ -138,6 +141,7 @@ typedef struct tm_verbs_dev {
     uint32_t                    pkey_want;  /* tm_dev_attr_t::pkey */
     uint8_t                     sl;
     tm_verbs_limits_t           lim;
+    tm_dev_perf_t               soft_perf;  /* the software NIC's figures */
     unsigned                    flags;      /* TM_DEV_CAP_* */
     char                        driver[TM_DEV_NAME_MAX];
 } tm_verbs_dev_t;
@@ -218,6 +222,9 @@ void tm_verbs_limits_init(tm_verbs_limits_t *lim,
 void tm_verbs_caps_fill(tm_dev_caps_t *caps,
                         const struct ibv_device_attr_ex *dev_attr,
                         const tm_verbs_limits_t *lim);
+
+/* A NIC port's figures, from its speed, width, MTU and link layer */
+void tm_verbs_port_perf(const struct ibv_port_attr *port, tm_dev_perf_t *perf);
 
 /* Bytes of an MTU enum; 0 for an invalid one */
 uint32_t tm_verbs_mtu_bytes(enum ibv_mtu mtu);

@@ -167,6 +167,21 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, soft_rndv_final),
      UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_rndv_final_names)},
 
+    {"SOFT_LATENCY", "430ns",
+     "Software NIC only: the one-way latency it reports to UCX, which picks\n"
+     "protocols and lanes by it. The default is measured: an 8-byte active\n"
+     "message's one-way time (ucx_perftest -t am_lat), less the software's\n"
+     "cost of posting and of completing it (docs/performance.md).",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_latency), UCS_CONFIG_TYPE_TIME},
+
+    {"SOFT_BW", "17500MBs",
+     "Software NIC only: the bandwidth it reports to UCX, which picks\n"
+     "protocols and lanes by it. The default is measured: 1.44 times UCX's\n"
+     "shared-memory figure (BW=12179MBs), the ratio of rc_tm's to sm's\n"
+     "1 MiB tag_bw side by side on one host (docs/performance.md). Set what\n"
+     "ucx_perftest measures on your machine.",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_bandwidth), UCS_CONFIG_TYPE_BW},
+
     {"RCACHE", "try",
      "Keep registrations in UCX's registration cache, so that a buffer\n"
      "registered again (UCP registers every receive it offloads and every\n"
@@ -436,6 +451,11 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                   "or 2", config->soft_tm_max_sge);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (!(config->soft_bandwidth > 0) || !(config->soft_latency >= 0)) {
+        ucs_error("rc_tm: UCX_RC_TM_SOFT_BW and UCX_RC_TM_SOFT_LATENCY must "
+                  "be a bandwidth and a time (not auto)");
+        return UCS_ERR_INVALID_PARAM;
+    }
     if ((config->pkey != UCS_HEXUNITS_AUTO) && (config->pkey > 0x7fff)) {
         ucs_error("rc_tm: UCX_RC_TM_PKEY (0x%zx) must be within 0..0x7fff",
                   config->pkey);
@@ -485,6 +505,8 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
     attr.soft_hold_match        = config->soft_hold_match;
     attr.soft_rndv_final        = config->soft_rndv_final;
+    attr.soft_latency           = config->soft_latency;
+    attr.soft_bandwidth         = config->soft_bandwidth;
     attr.pkey              = (config->pkey == UCS_HEXUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;
     attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :

@@ -55,6 +55,8 @@ typedef struct uct_rc_tm_md_config {
     int                      soft_rndv_final;  /* soft device: final CQE of a
                                                   two-CQE software rendezvous
                                                   (TM_DEV_SOFT_RNDV_FINAL_*) */
+    double                   soft_latency;     /* soft device: its figures */
+    double                   soft_bandwidth;
     ucs_ternary_auto_value_t rcache_enable;    /* UCX_RC_TM_RCACHE */
     uct_rc_tm_rcache_config_t rcache;          /* UCX_RC_TM_RCACHE_* */
 } uct_rc_tm_md_config_t;

@@ -1,7 +1,8 @@
 # Device-layer tests.  test_soft: the software NIC through the device layer,
 # rule by rule (the device semantics, the wire, processes, steering).
 # test_verbs: the verbs backend's pure parts, and a NIC where there is one
-# (test_verbs_port.cc: routes and the first listed device).
+# (test_verbs_port.cc: routes and the first listed device; test_verbs_perf.cc:
+# a NIC port's performance figures).
 check_PROGRAMS += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 TESTS          += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 test_gtest_dev_test_soft_SOURCES = \
@@ -31,5 +32,6 @@ test_gtest_dev_test_verbs_SOURCES = \
 	test/gtest/dev/log_capture.h \
 	test/gtest/dev/test_verbs.cc \
 	test/gtest/dev/test_verbs_port.cc \
+	test/gtest/dev/test_verbs_perf.cc \
 	test/gtest/dev/test_verbs_poll.cc
 test_gtest_dev_test_verbs_LDADD   = $(test_gtest_dev_test_soft_LDADD)

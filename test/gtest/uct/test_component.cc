@@ -110,6 +110,11 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
                   uct_md_open(m_component, m_md_name.c_str(), config, &md))
                 << "SOFT_TM_MAX_SGE=" << sge;
     }
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SOFT_TM_MAX_SGE", "1"));
+    /* a figure UCX would take for a measurement */
+    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SOFT_BW", "auto"));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_md_open(m_component, m_md_name.c_str(), config, &md));
     uct_config_release(config);
 }
 
