@@ -91,6 +91,12 @@ int softnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 int softnic_destroy_qp(struct ibv_qp *qp);
 int softnic_destroy_cq(struct ibv_cq *cq);
 int softnic_destroy_srq(struct ibv_srq *srq);
+/* Basic SRQs (IBV_SRQT_BASIC; ibv_create_srq_ex makes them too) */
+struct ibv_srq *softnic_create_srq(struct ibv_pd *pd,
+                                   struct ibv_srq_init_attr *attr);
+int softnic_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+                       int attr_mask);
+int softnic_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 /* ibv_get_async_event (never blocks: -1 with EAGAIN when none is pending)
  * and ibv_ack_async_event */
 int softnic_get_async_event(struct ibv_context *context,

@@ -262,6 +262,7 @@ typedef struct sn_cqe {
     unsigned           wc_flags;
     uint32_t           imm_data;     /* big endian */
     uint32_t           vendor_err;
+    uint32_t           src_qp;       /* receives of softnic_rq.c */
     struct ibv_wc_tm_info tm_info;
     /* for the provider, at poll */
     uint8_t            kind;         /* sn_cqe_kind_t */
@@ -385,6 +386,9 @@ struct sn_srq {
     uint32_t           nactive, nparked;
     uint32_t           runs;         /* of the arrival stage */
     uint64_t           woken, swept; /* parked QPs taken back (statistics) */
+    struct sn_rq       *rq;          /* not tag matching: a basic SRQ or
+                                        a QP's own receive queue
+                                        (softnic_rq.h); NULL on a TM-SRQ */
     /* untagged buffers: FIFO */
     sn_rbuf_t          *rbufs;
     uint32_t           max_wr;
@@ -760,5 +764,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 #include "softnic_ring.h"
 #include "softnic_engine.h"
 #include "softnic_cq.h"
+#include "softnic_rq.h"
 
 #endif

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             12u           /* 12: a ring's P_Key
-                                                (softnic_port.h) */
+#define SN_VERSION             13u           /* 13: a ring's NAK line
+                                                (softnic_rq.h) */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -226,6 +226,16 @@ typedef struct sn_ring_ctl {
     uint32_t         sq_mask;       /* the producer's send queue ... */
     uint32_t         wqe_size;      /* ... of entries of this size ... */
     uint64_t         sq_addr;       /* ... in its own memory */
+    /* What the consumer answers, when not an ack, to the record at
+     * nak_pos (softnic_rq.h, SN_NAK_*): written only for QPs whose
+     * receives are not tag matching, so away from head.  rnr_retry is the
+     * producer's (its QP's, at RTS) */
+    _Atomic uint32_t nak SN_ALIGNED;
+    uint32_t         nak_status;    /* SN_NAK_FAILED: the requester's */
+    uint64_t         nak_pos;
+    uint64_t         rnr_t0_ns;     /* SN_NAK_RNR: the first NAK ... */
+    uint64_t         rnr_timer_ns;  /* ... and the wait between retries */
+    uint32_t         rnr_retry;     /* 7: retried for ever */
     uint8_t          data[] SN_ALIGNED;
 } sn_ring_ctl_t;
 
