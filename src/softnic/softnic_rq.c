@@ -23,6 +23,7 @@
  *  - a QP in the error state flushes its own receive queue, in posting
  *    order (IBV_WC_WR_FLUSH_ERR), and flushes at once what is posted later;
  *    a basic SRQ's receives stay for its other QPs.
+ * Error completions read opcode 0 (IBV_WC_SEND), as mlx5's do.
  * A basic SRQ armed with a limit (ibv_modify_srq, IBV_SRQ_LIMIT) raises
  * IBV_EVENT_SRQ_LIMIT_REACHED once, when taking a receive leaves fewer
  * than the limit, and is disarmed.
@@ -327,7 +328,7 @@ static void sn_rq_push_flush(sn_cq_t *cq, sn_qp_t *qp, uint64_t wr_id)
 
     wc->wr_id  = wr_id;
     wc->status = IBV_WC_WR_FLUSH_ERR;
-    wc->opcode = IBV_WC_RECV;
+    wc->opcode = IBV_WC_SEND;   /* mlx5 reads 0 from every error CQE */
     wc->qp_num = qp->ibv.qp_num;
 }
 
@@ -458,7 +459,7 @@ static void sn_rq_fail(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status,
 
     wc->wr_id      = rq->wqes[rq->head & rq->mask].wr_id;
     wc->status     = status;
-    wc->opcode     = IBV_WC_RECV;
+    wc->opcode     = IBV_WC_SEND;   /* as every error CQE on mlx5 */
     wc->qp_num     = qp->ibv.qp_num;
     wc->src_qp     = qp->attr.dest_qp_num;
     wc->vendor_err = 0x10 + status;
