@@ -58,6 +58,7 @@ static enum ibv_wc_opcode sn_wc_opcode(uint8_t wr_opcode)
     case IBV_WR_RDMA_READ:
         return IBV_WC_RDMA_READ;
     case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
         return IBV_WC_RDMA_WRITE;
     default:
         return IBV_WC_SEND;

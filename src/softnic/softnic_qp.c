@@ -127,6 +127,9 @@ int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
     qp->out_tail       = atomic_load(&out->head);
     qp->out_head_cache = qp->out_tail;
     qp->peer_proc      = *peer_proc;
+    /* retried for ever until RTS says (a QP accepted by an SRQ never
+     * goes through RTS): the responder's RNR waits read it */
+    out->rnr_retry     = 7;
     sn_qp_backlog_init(qp);
     return 0;
 }

@@ -6,7 +6,9 @@
  * is an sn_srq_t with rq set, whose arrival stage runs as a TM-SRQ's does
  * (softnic_srq.c), and whose arrivals sn_srq_arrive hands here: every
  * message (SEND, SEND_WITH_IMM) takes the oldest posted receive, whole,
- * scattered over its entries, and completes as IBV_WC_RECV.
+ * scattered over its entries, and completes as IBV_WC_RECV; an RDMA WRITE
+ * with immediate, its data already written, takes one too and completes
+ * as IBV_WC_RECV_RDMA_WITH_IMM with the length written.
  *
  * As on an RC responder:
  *  - no receive posted: RNR.  The message stays; the responder NAKs it
@@ -506,6 +508,24 @@ static void sn_rq_scatter(const sn_rwqe_t *wqe, const void *src, uint32_t len)
     }
 }
 
+/* An RDMA WRITE with immediate took a receive: its data is in place, the
+ * receive's buffers are not written */
+static void sn_rq_write_imm(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec,
+                            const sn_rwqe_t *wqe)
+{
+    sn_cqe_t *wc = sn_cq_push(srq->cq);
+
+    wc->wr_id    = wqe->wr_id;
+    wc->status   = IBV_WC_SUCCESS;
+    wc->opcode   = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc->qp_num   = qp->ibv.qp_num;
+    wc->src_qp   = qp->attr.dest_qp_num;
+    wc->byte_len = rec->write_len;
+    wc->wc_flags = IBV_WC_WITH_IMM;
+    wc->imm_data = rec->imm_data;
+    sn_rq_taken(srq->rq);
+}
+
 /*
  * A message of qp (off its ring, or out of the requester's backlog:
  * softnic_pull.c) into the oldest receive: 0 when taken, EAGAIN when it
@@ -540,6 +560,10 @@ int sn_rq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
     }
 
     wqe    = &rq->wqes[rq->head & rq->mask];
+    if (sn_unlikely(rec->flags & SN_REC_F_WRITE)) {
+        sn_rq_write_imm(srq, qp, rec, wqe);
+        return 0;
+    }
     status = sn_rq_check(ctx, wqe, rec->len);
     if (sn_unlikely(status != IBV_WC_SUCCESS)) {
         if (pulled) {

@@ -246,13 +246,16 @@ typedef struct sn_rec {
                                  * record's flag) */
     uint16_t         flags;     /* SN_REC_F_* */
     uint32_t         imm_data;  /* big endian, as posted */
-    uint32_t         reserved;
+    uint32_t         write_len; /* SN_REC_F_WRITE: bytes the RDMA WRITE
+                                   before it wrote */
 } sn_rec_t;
 
 /* SN_REC_BACKLOG: a mark where the producer's next record goes, written
  * under the backlog lock: the rest waits in its send queue (softnic_pull.c) */
 enum { SN_REC_MSG = 1, SN_REC_PAD = 2, SN_REC_BACKLOG = 3 };
-enum { SN_REC_F_IMM = 1 };
+/* SN_REC_F_WRITE: the immediate data of an RDMA WRITE with immediate,
+ * whose data went before it (no payload; it consumes a receive) */
+enum { SN_REC_F_IMM = 1, SN_REC_F_WRITE = 2 };
 
 /* Ring bytes a record of len payload bytes takes (whole cache lines) */
 static inline uint32_t sn_rec_size(uint32_t len)

@@ -56,7 +56,7 @@ struct side {
         cq = ibv_create_cq_ex(ctx, &ca);
         ASSERT_NE(nullptr, cq);
         mr = softnic_reg_mr(pd, arena.data(), arena.size(),
-                            IBV_ACCESS_LOCAL_WRITE);
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
         ASSERT_NE(nullptr, mr);
     }
 
@@ -285,6 +285,44 @@ TEST_P(soft_rq, sends_complete_into_posted_receives)
         EXPECT_EQ(IBV_WC_SEND, wc.opcode);
         EXPECT_EQ(id, wc.wr_id);
     }
+}
+
+/* An RDMA WRITE with immediate writes its data where it says and takes a
+ * receive, whose buffer it leaves alone: IBV_WC_RECV_RDMA_WITH_IMM with
+ * the length written; the requester's completion is an RDMA WRITE's */
+TEST_P(soft_rq, rdma_write_with_imm_consumes_a_receive)
+{
+    ASSERT_NO_FATAL_FAILURE(pair());
+    memset(r.at(0), '.', 8192);
+    ASSERT_EQ(0, r.post_recv(81, {{0, 64}}));
+    memset(s.at(0), 'w', 100);
+    struct ibv_sge sge = { (uintptr_t)s.at(0), 100, s.mr->lkey };
+    struct ibv_send_wr wr, *bad = nullptr;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id               = 3;
+    wr.opcode              = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.sg_list             = &sge;
+    wr.num_sge             = 1;
+    wr.send_flags          = IBV_SEND_SIGNALED;
+    wr.imm_data            = htobe32(0x77);
+    wr.wr.rdma.remote_addr = (uintptr_t)r.at(4096);
+    wr.wr.rdma.rkey        = r.mr->rkey;
+    ASSERT_EQ(0, ibv_post_send(s.qp, &wr, &bad));
+
+    struct ibv_wc wc;
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+    EXPECT_EQ(81u, wc.wr_id);
+    EXPECT_EQ(100u, wc.byte_len);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(0x77u, be32toh(wc.imm_data));
+    EXPECT_EQ(std::string(100, 'w'), std::string(r.at(4096), 100));
+    EXPECT_EQ('.', *r.at(0)) << "the receive's buffer is not written";
+    ASSERT_TRUE(next(s, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+    EXPECT_EQ(3u, wc.wr_id);
 }
 
 TEST_P(soft_rq, a_message_scatters_over_the_receive_entries)
