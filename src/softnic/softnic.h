@@ -9,13 +9,15 @@
  *
  * It is reached through rdma-core's own objects and API, as a NIC is:
  *  - the verbs that <infiniband/verbs.h> implements as inlines
- *    (ibv_post_send, ibv_post_srq_recv, ibv_post_srq_ops, ibv_create_cq_ex,
+ *    (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_post_srq_ops,
+ *    ibv_create_cq_ex,
  *    ibv_create_srq_ex, ibv_query_device_ex, ibv_query_port,
  *    ibv_get_srq_num, ibv_start_poll / ibv_next_poll / ibv_end_poll and the
  *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
  *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
  *  - for each verb libibverbs exports (device list, open and close, PD, MR,
- *    QP create / modify / query / destroy, CQ and SRQ destroy, GID
+ *    QP create / modify / query / destroy, CQ destroy, SRQ create (basic) /
+ *    modify / query / destroy, GID
  *    and P_Key queries) there is a softnic_<verb> below with the same signature: the
  *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.

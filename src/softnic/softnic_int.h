@@ -23,6 +23,8 @@
  *   softnic_resp.c     responder: arrivals judged and placed (matched,
  *                      unexpected, untagged), the device's rendezvous read
  *                      and FIN, DATA_VALID
+ *   softnic_rq.c       receive queues that are not tag matching (a QP's
+ *                      own, basic SRQs), RNR and NAKs (softnic_rq.h)
  *   softnic_comp.c     completer: send completions in order, peer liveness,
  *                      errors
  *   softnic_wire.c     shared-memory segments, processes, leftovers

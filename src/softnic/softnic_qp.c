@@ -1,8 +1,8 @@
 /*
  * Software NIC: queue pairs.
  *
- * An RC QP receives through its TM-SRQ (every QP has one) and owns its
- * inbound ring, a shared-memory segment named by its QP number that the
+ * An RC QP receives through a TM-SRQ, a basic SRQ, or (created without an
+ * SRQ) a receive queue of its own (softnic_rq.c), and owns its inbound ring, a shared-memory segment named by its QP number that the
  * peer writes into.  It is set up as on a NIC:
  *   RESET -> INIT   port, access flags, P_Key index (below the port's
  *                   table: softnic_port.h);
