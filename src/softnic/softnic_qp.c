@@ -2,8 +2,9 @@
  * Software NIC: queue pairs.
  *
  * An RC QP receives through a TM-SRQ, a basic SRQ, or (created without an
- * SRQ) a receive queue of its own (softnic_rq.c), and owns its inbound ring, a shared-memory segment named by its QP number that the
- * peer writes into.  It is set up as on a NIC:
+ * SRQ) a receive queue of its own (softnic_rq.c), and owns its inbound
+ * ring, a shared-memory segment named by its QP number that the peer
+ * writes into.  It is set up as on a NIC:
  *   RESET -> INIT   port, access flags, P_Key index (below the port's
  *                   table: softnic_port.h);
  *   INIT  -> RTR    the peer's address (the GID of the GRH, which names its
