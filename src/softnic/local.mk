@@ -10,6 +10,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_engine.h \
 	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
+	src/softnic/softnic_rq.h \
 	src/softnic/softnic_port.h \
 	src/softnic/softnic_port.c \
 	src/softnic/softnic_context.c \
@@ -23,6 +24,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_req.c \
 	src/softnic/softnic_pull.c \
 	src/softnic/softnic_resp.c \
+	src/softnic/softnic_rq.c \
 	src/softnic/softnic_comp.c \
 	src/softnic/softnic_park.c \
 	src/softnic/softnic_async.c \

@@ -9,13 +9,15 @@
  *
  * It is reached through rdma-core's own objects and API, as a NIC is:
  *  - the verbs that <infiniband/verbs.h> implements as inlines
- *    (ibv_post_send, ibv_post_srq_recv, ibv_post_srq_ops, ibv_create_cq_ex,
+ *    (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_post_srq_ops,
+ *    ibv_create_cq_ex,
  *    ibv_create_srq_ex, ibv_query_device_ex, ibv_query_port,
  *    ibv_get_srq_num, ibv_start_poll / ibv_next_poll / ibv_end_poll and the
  *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
  *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
  *  - for each verb libibverbs exports (device list, open and close, PD, MR,
- *    QP create / modify / query / destroy, CQ and SRQ destroy, GID
+ *    QP create / modify / query / destroy, CQ destroy, SRQ create (basic) /
+ *    modify / query / destroy, GID
  *    and P_Key queries) there is a softnic_<verb> below with the same signature: the
  *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.
@@ -91,6 +93,12 @@ int softnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 int softnic_destroy_qp(struct ibv_qp *qp);
 int softnic_destroy_cq(struct ibv_cq *cq);
 int softnic_destroy_srq(struct ibv_srq *srq);
+/* Basic SRQs (IBV_SRQT_BASIC; ibv_create_srq_ex makes them too) */
+struct ibv_srq *softnic_create_srq(struct ibv_pd *pd,
+                                   struct ibv_srq_init_attr *attr);
+int softnic_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+                       int attr_mask);
+int softnic_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 /* ibv_get_async_event (never blocks: -1 with EAGAIN when none is pending)
  * and ibv_ack_async_event */
 int softnic_get_async_event(struct ibv_context *context,

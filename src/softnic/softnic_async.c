@@ -128,7 +128,7 @@ int softnic_get_async_event(struct ibv_context *context,
 
     sn_ctx_lock(ctx);           /* the engine raises them */
     if (sn_port_event_get(ctx, event) ||   /* nothing to acknowledge */
-        sn_cq_err_event_get(ctx, event)) {
+        sn_cq_err_event_get(ctx, event) || sn_rq_event_get(ctx, event)) {
         sn_ctx_unlock(ctx);
         return 0;
     }
@@ -157,6 +157,13 @@ void softnic_ack_async_event(struct ibv_async_event *event)
         ++cq->async_events_completed;
         pthread_cond_signal(&cq->cond);
         pthread_mutex_unlock(&cq->mutex);
+        return;
+    }
+    if (event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+        pthread_mutex_lock(&event->element.srq->mutex);
+        ++event->element.srq->events_completed;
+        pthread_cond_signal(&event->element.srq->cond);
+        pthread_mutex_unlock(&event->element.srq->mutex);
         return;
     }
     if (event->event_type != IBV_EVENT_QP_LAST_WQE_REACHED) {

@@ -36,6 +36,9 @@ void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status)
 /* The peer is gone: outstanding requests fail as if retries ran out */
 static void sn_qp_peer_gone(sn_qp_t *qp)
 {
+    if (sn_qp_nak_check(qp, 0)) {
+        return;                 /* it said why (softnic_rq.c) */
+    }
     sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
     sn_qp_set_error(qp);
     sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
@@ -55,6 +58,7 @@ static enum ibv_wc_opcode sn_wc_opcode(uint8_t wr_opcode)
     case IBV_WR_RDMA_READ:
         return IBV_WC_RDMA_READ;
     case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
         return IBV_WC_RDMA_WRITE;
     default:
         return IBV_WC_SEND;
@@ -150,6 +154,10 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
             return;
         }
         now = sn_now_ns();
+        if (sn_unlikely(sn_qp_nak_check(qp, now))) {
+            sn_qp_reap(qp, qp->send_cq);
+            return;
+        }
         if ((now >= qp->next_liveness_ns) || sn_qp_ctx(qp)->liveness_now) {
             qp->next_liveness_ns = now + SN_LIVENESS_PERIOD_NS;
             if (!sn_qp_peer_alive(qp)) {

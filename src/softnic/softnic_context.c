@@ -237,6 +237,10 @@ static struct ibv_srq *sn_ctx_create_srq_ex(struct ibv_context *context,
         errno = EINVAL;
         return NULL;
     }
+    if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) &&
+        (attr->srq_type == IBV_SRQT_BASIC)) {
+        return sn_rq_create_srq_ex(context, attr);  /* softnic_rq.c */
+    }
     return sn_create_srq_ex(context, attr);
 }
 
@@ -467,19 +471,12 @@ static int sn_req_notify_cq(struct ibv_cq *cq, int solicited_only)
     return EOPNOTSUPP;
 }
 
-static int sn_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
-                        struct ibv_recv_wr **bad_wr)
-{
-    *bad_wr = wr;
-    return EINVAL;          /* every QP receives through its SRQ */
-}
-
 static void sn_context_init_ops(sn_context_t *ctx)
 {
     struct verbs_context *vctx = &ctx->vctx;
 
     vctx->context.ops.post_send     = sn_post_send;
-    vctx->context.ops.post_recv     = sn_post_recv;
+    vctx->context.ops.post_recv     = sn_rq_post_recv;
     vctx->context.ops.post_srq_recv = sn_post_srq_recv;
     vctx->context.ops.poll_cq       = sn_poll_cq;
     vctx->context.ops.req_notify_cq = sn_req_notify_cq;

@@ -227,6 +227,11 @@ static uint32_t sn_read_qp_num(struct ibv_cq_ex *ex)
     return sn_cq_current(ex)->qp_num;
 }
 
+static uint32_t sn_read_src_qp(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->src_qp;
+}
+
 static unsigned int sn_read_wc_flags(struct ibv_cq_ex *ex)
 {
     return sn_cq_current(ex)->wc_flags;
@@ -278,7 +283,7 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
         wc[n].qp_num     = cqe->qp_num;
         wc[n].wc_flags   = cqe->wc_flags;
         /* what an InfiniBand NIC reports of the path: nothing of use */
-        wc[n].src_qp         = 0;
+        wc[n].src_qp         = cqe->src_qp;
         wc[n].pkey_index     = 0;
         wc[n].slid           = 0;
         wc[n].sl             = 0;
@@ -369,7 +374,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     cq->ex.read_byte_len   = sn_read_byte_len;
     cq->ex.read_imm_data   = sn_read_imm_data;
     cq->ex.read_qp_num     = sn_read_qp_num;
-    cq->ex.read_src_qp     = sn_read_zero32;
+    cq->ex.read_src_qp     = sn_read_src_qp;
     cq->ex.read_wc_flags   = sn_read_wc_flags;
     cq->ex.read_slid       = sn_read_zero32;
     cq->ex.read_sl         = sn_read_zero8;

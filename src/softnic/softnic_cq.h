@@ -60,6 +60,7 @@ static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
     cqe->wc_flags     = 0;
     cqe->imm_data     = 0;
     cqe->vendor_err   = 0;
+    cqe->src_qp       = 0;
     cqe->byte_len     = 0;
     cqe->tm_info.tag  = 0;
     cqe->tm_info.priv = 0;

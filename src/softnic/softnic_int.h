@@ -23,6 +23,8 @@
  *   softnic_resp.c     responder: arrivals judged and placed (matched,
  *                      unexpected, untagged), the device's rendezvous read
  *                      and FIN, DATA_VALID
+ *   softnic_rq.c       receive queues that are not tag matching (a QP's
+ *                      own, basic SRQs), RNR and NAKs (softnic_rq.h)
  *   softnic_comp.c     completer: send completions in order, peer liveness,
  *                      errors
  *   softnic_wire.c     shared-memory segments, processes, leftovers
@@ -262,6 +264,7 @@ typedef struct sn_cqe {
     unsigned           wc_flags;
     uint32_t           imm_data;     /* big endian */
     uint32_t           vendor_err;
+    uint32_t           src_qp;       /* receives of softnic_rq.c */
     struct ibv_wc_tm_info tm_info;
     /* for the provider, at poll */
     uint8_t            kind;         /* sn_cqe_kind_t */
@@ -385,6 +388,9 @@ struct sn_srq {
     uint32_t           nactive, nparked;
     uint32_t           runs;         /* of the arrival stage */
     uint64_t           woken, swept; /* parked QPs taken back (statistics) */
+    struct sn_rq       *rq;          /* not tag matching: a basic SRQ or
+                                        a QP's own receive queue
+                                        (softnic_rq.h); NULL on a TM-SRQ */
     /* untagged buffers: FIFO */
     sn_rbuf_t          *rbufs;
     uint32_t           max_wr;
@@ -760,5 +766,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 #include "softnic_ring.h"
 #include "softnic_engine.h"
 #include "softnic_cq.h"
+#include "softnic_rq.h"
 
 #endif

@@ -1,9 +1,10 @@
 /*
  * Software NIC: queue pairs.
  *
- * An RC QP receives through its TM-SRQ (every QP has one) and owns its
- * inbound ring, a shared-memory segment named by its QP number that the
- * peer writes into.  It is set up as on a NIC:
+ * An RC QP receives through a TM-SRQ, a basic SRQ, or (created without an
+ * SRQ) a receive queue of its own (softnic_rq.c), and owns its inbound
+ * ring, a shared-memory segment named by its QP number that the peer
+ * writes into.  It is set up as on a NIC:
  *   RESET -> INIT   port, access flags, P_Key index (below the port's
  *                   table: softnic_port.h);
  *   INIT  -> RTR    the peer's address (the GID of the GRH, which names its
@@ -127,6 +128,9 @@ int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
     qp->out_tail       = atomic_load(&out->head);
     qp->out_head_cache = qp->out_tail;
     qp->peer_proc      = *peer_proc;
+    /* retried for ever until RTS says (a QP accepted by an SRQ never
+     * goes through RTS): the responder's RNR waits read it */
+    out->rnr_retry     = 7;
     sn_qp_backlog_init(qp);
     return 0;
 }
@@ -201,11 +205,14 @@ void sn_qp_free(sn_qp_t *qp)
 
 static int sn_qp_init_attr_check(struct ibv_qp_init_attr *attr)
 {
-    if ((attr->qp_type != IBV_QPT_RC) || (attr->srq == NULL) ||
-        (attr->send_cq == NULL) || (attr->recv_cq == NULL)) {
-        return EOPNOTSUPP;      /* RC QPs that receive through a TM-SRQ */
+    if ((attr->qp_type != IBV_QPT_RC) || (attr->send_cq == NULL) ||
+        (attr->recv_cq == NULL)) {
+        return EOPNOTSUPP;      /* RC QPs */
     }
-    if (!sn_is_softnic(attr->srq->context) ||
+    if ((attr->srq == NULL) && (sn_rq_qp_attr_check(attr) != 0)) {
+        return EINVAL;          /* its own receive queue (softnic_rq.c) */
+    }
+    if (((attr->srq != NULL) && !sn_is_softnic(attr->srq->context)) ||
         !sn_is_softnic(attr->send_cq->context) ||
         (attr->cap.max_send_wr > SN_MAX_QP_WR) ||
         (attr->cap.max_send_sge > SN_MAX_SGE) ||
@@ -236,10 +243,42 @@ static uint32_t sn_qp_inline_grant(const struct ibv_qp_cap *cap)
     return (wqe - 192 - 4 < SN_MAX_INLINE) ? wqe - 192 - 4 : SN_MAX_INLINE;
 }
 
+/* Where the QP receives: the SRQ given, which a QP may join, or a
+ * receive queue of its own (softnic_rq.c) */
+static sn_srq_t *sn_qp_create_rq(sn_context_t *ctx, struct ibv_pd *pd,
+                                 struct ibv_qp_init_attr *attr)
+{
+    sn_srq_t *srq;
+    int ret;
+
+    if (attr->srq == NULL) {
+        return sn_rq_own_create(ctx, pd, attr->recv_cq, &attr->cap);
+    }
+    srq = sn_srq(attr->srq);
+    if (srq->rq != NULL) {
+        sn_ctx_lock(ctx);
+        ret = sn_rq_srq_attach(srq, attr->recv_cq);
+        sn_ctx_unlock(ctx);
+        if (ret != 0) {
+            errno = ret;
+            return NULL;
+        }
+    }
+    return srq;
+}
+
+static void sn_qp_destroy_rq(sn_srq_t *srq, const struct ibv_qp_init_attr *attr)
+{
+    if (attr->srq == NULL) {
+        sn_rq_own_destroy(srq);
+    }
+}
+
 struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
                                  struct ibv_qp_init_attr *attr)
 {
     sn_context_t *ctx = sn_ctx(pd->context);
+    sn_srq_t *srq;
     sn_qp_t *qp;
     int ret;
 
@@ -248,12 +287,22 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         errno = ret;
         return NULL;
     }
-    qp = sn_qp_alloc(ctx, sn_srq(attr->srq),
-                     sn_cq((struct ibv_cq_ex*)attr->send_cq),
+    srq = sn_qp_create_rq(ctx, pd, attr);
+    if (srq == NULL) {
+        return NULL;
+    }
+    qp = sn_qp_alloc(ctx, srq, sn_cq((struct ibv_cq_ex*)attr->send_cq),
                      attr->cap.max_send_wr);
     if (qp == NULL) {
+        sn_qp_destroy_rq(srq, attr);
         errno = ENOMEM;
         return NULL;
+    }
+    if (attr->srq == NULL) {
+        srq->rq->owner            = qp;
+        qp->ibv.srq               = NULL;
+        qp->attr.cap.max_recv_wr  = attr->cap.max_recv_wr;
+        qp->attr.cap.max_recv_sge = attr->cap.max_recv_sge;
     }
     qp->attr.cap.max_inline_data = sn_qp_inline_grant(&attr->cap);
     qp->ibv.pd         = pd;
@@ -263,6 +312,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     ret = sn_ring_create(ctx, qp->ibv.qp_num, &qp->in_shm);
     if (ret != 0) {
         sn_qp_free(qp);
+        sn_qp_destroy_rq(srq, attr);
         errno = ret;
         return NULL;
     }
@@ -319,6 +369,8 @@ int softnic_destroy_qp(struct ibv_qp *ibv_qp)
 {
     sn_qp_t *qp       = sn_qp(ibv_qp);
     sn_context_t *ctx = sn_qp_ctx(qp);
+    sn_srq_t *own_rq  = ((qp->srq->rq != NULL) &&
+                         (qp->srq->rq->owner == qp)) ? qp->srq : NULL;
 
     if (qp->passive) {
         return EBUSY;           /* its SRQ's: destroyed with the SRQ */
@@ -327,6 +379,9 @@ int softnic_destroy_qp(struct ibv_qp *ibv_qp)
     sn_ctx_lock(ctx);           /* the engine is between rounds */
     sn_qp_destroy(qp);
     sn_ctx_unlock(ctx);
+    if (own_rq != NULL) {
+        sn_rq_own_destroy(own_rq);
+    }
     return 0;
 }
 
@@ -390,6 +445,7 @@ void sn_qp_set_error(sn_qp_t *qp)
     }
     sn_qp_backlog_withdraw(qp);  /* the peer's device takes no more */
     sn_qp_fins_complete(qp);
+    sn_rq_qp_error(qp);          /* its own receives are flushed */
 }
 
 /* INIT -> RTR: the peer is the QP dest_qp_num of the device the GID names */
@@ -476,6 +532,10 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
         sn_qp_pkey_publish(qp);
     }
     qp->ibv.state = to;
+    if ((to == IBV_QPS_RTS) && (qp->out != NULL)) {
+        /* the responder's RNR waits count our retries (softnic_rq.c) */
+        qp->out->rnr_retry = qp->attr.rnr_retry;
+    }
     if (to == IBV_QPS_RTR) {
         /* parked before it took anything: what waits for RTR is taken */
         sn_qp_unpark(qp);

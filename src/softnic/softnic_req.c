@@ -103,7 +103,7 @@ static bool sn_wqe_lkeys_ok(sn_context_t *ctx, const sn_wqe_t *wqe)
 static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
 {
     sn_context_t *ctx = sn_qp_ctx(qp);
-    bool write      = (wqe->opcode == IBV_WR_RDMA_WRITE);
+    bool write      = (wqe->opcode != IBV_WR_RDMA_READ);
     uint32_t access = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
     uint64_t remote = wqe->remote_addr;
     uint32_t i;
@@ -180,6 +180,33 @@ void sn_qp_fins_complete(sn_qp_t *qp)
     qp->fin_count = 0;
 }
 
+/* An RDMA WRITE with immediate: the data, then a record with the
+ * immediate data that consumes a receive (room for it first, so that the
+ * write is done once); completes as a SEND, once the peer took the record.
+ * False when it must wait or failed */
+static bool sn_qp_push_write_imm(sn_qp_t *qp, sn_wqe_t *wqe)
+{
+    enum ibv_wc_status status;
+    sn_rec_t *rec;
+
+    rec = sn_ring_reserve(qp, 0);
+    if (rec == NULL) {
+        return false;
+    }
+    status = sn_wqe_rdma(qp, wqe);
+    if (status != IBV_WC_SUCCESS) {
+        sn_qp_set_error(qp);
+        sn_qp_fail_from(qp, qp->sq_sent, status);
+        return false;
+    }
+    rec->write_len = wqe->byte_len;
+    sn_ring_publish(qp, rec, 0, SN_REC_F_IMM | SN_REC_F_WRITE,
+                    wqe->imm_data);
+    wqe->ring_end = qp->out_tail;
+    wqe->state    = SN_WQE_SENT;
+    return true;
+}
+
 /* The NIC's FINs first, then send requests in order, while the ring has
  * room */
 static void sn_qp_push_wire(sn_qp_t *qp)
@@ -212,6 +239,10 @@ static void sn_qp_push_wire(sn_qp_t *qp)
                             SN_REC_F_IMM : 0, wqe->imm_data);
             wqe->ring_end = qp->out_tail;
             wqe->state    = SN_WQE_SENT;
+        } else if (sn_unlikely(wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+            if (!sn_qp_push_write_imm(qp, wqe)) {
+                return;             /* ring full, or the QP failed */
+            }
         } else {
             status = sn_wqe_rdma(qp, wqe);
             if (status != IBV_WC_SUCCESS) {
@@ -305,6 +336,7 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
         }
         /* fall through */
     case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
         if (len > SN_MAX_MSG_SIZE) {
             return EINVAL;
         }

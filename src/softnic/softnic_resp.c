@@ -211,6 +211,10 @@ bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp)
     sn_rec_t *rec;
     sn_tag_t *tag;
 
+    if (sn_unlikely(srq->rq != NULL)) {     /* not tag matching */
+        return sn_qp_connected(qp) && sn_ring_peek(qp, &rec) &&
+               sn_rq_arrival_can(srq, qp);
+    }
     return sn_qp_connected(qp) && sn_ring_peek(qp, &rec) &&
            sn_srq_arrival_can(srq, qp, rec, &tag, &kind);
 }
@@ -492,6 +496,9 @@ int sn_srq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
     sn_arrival_kind_t kind;
     sn_tag_t *tag;
 
+    if (sn_unlikely(srq->rq != NULL)) {     /* not tag matching */
+        return sn_rq_arrive(srq, qp, rec);
+    }
     if (!sn_srq_arrival_can(srq, qp, rec, &tag, &kind)) {
         return EAGAIN;
     }

@@ -267,6 +267,9 @@ int softnic_destroy_srq(struct ibv_srq *ibv_srq)
     sn_context_t *ctx = sn_ctx(ibv_srq->context);
     sn_list_t *it;
 
+    if (srq->rq != NULL) {
+        return sn_rq_destroy_srq(srq);                  /* basic */
+    }
     sn_ctx_lock(ctx);
     /* the QPs the SRQ accepted are its own; any other still attached makes
      * it busy, as on a NIC */
@@ -308,6 +311,9 @@ int sn_post_srq_recv(struct ibv_srq *ibv_srq, struct ibv_recv_wr *wr,
     sn_rbuf_t *rbuf;
     int ret = 0;
 
+    if (srq->rq != NULL) {
+        return sn_rq_post_srq_recv(srq, wr, bad_wr);   /* basic */
+    }
     sn_ctx_lock(ctx);
     for (; wr != NULL; wr = wr->next) {
         if ((wr->num_sge < 0) || (wr->num_sge > 1)) {

@@ -22,8 +22,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             12u           /* 12: a ring's P_Key
-                                                (softnic_port.h) */
+#define SN_VERSION             13u           /* 13: a ring's NAK line
+                                                (softnic_rq.h) */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -226,6 +226,16 @@ typedef struct sn_ring_ctl {
     uint32_t         sq_mask;       /* the producer's send queue ... */
     uint32_t         wqe_size;      /* ... of entries of this size ... */
     uint64_t         sq_addr;       /* ... in its own memory */
+    /* What the consumer answers, when not an ack, to the record at
+     * nak_pos (softnic_rq.h, SN_NAK_*): written only for QPs whose
+     * receives are not tag matching, so away from head.  rnr_retry is the
+     * producer's (its QP's, at RTS) */
+    _Atomic uint32_t nak SN_ALIGNED;
+    uint32_t         nak_status;    /* SN_NAK_FAILED: the requester's */
+    uint64_t         nak_pos;
+    uint64_t         rnr_t0_ns;     /* SN_NAK_RNR: the first NAK ... */
+    uint64_t         rnr_timer_ns;  /* ... and the wait between retries */
+    uint32_t         rnr_retry;     /* 7: retried for ever */
     uint8_t          data[] SN_ALIGNED;
 } sn_ring_ctl_t;
 
@@ -236,13 +246,16 @@ typedef struct sn_rec {
                                  * record's flag) */
     uint16_t         flags;     /* SN_REC_F_* */
     uint32_t         imm_data;  /* big endian, as posted */
-    uint32_t         reserved;
+    uint32_t         write_len; /* SN_REC_F_WRITE: bytes the RDMA WRITE
+                                   before it wrote */
 } sn_rec_t;
 
 /* SN_REC_BACKLOG: a mark where the producer's next record goes, written
  * under the backlog lock: the rest waits in its send queue (softnic_pull.c) */
 enum { SN_REC_MSG = 1, SN_REC_PAD = 2, SN_REC_BACKLOG = 3 };
-enum { SN_REC_F_IMM = 1 };
+/* SN_REC_F_WRITE: the immediate data of an RDMA WRITE with immediate,
+ * whose data went before it (no payload; it consumes a receive) */
+enum { SN_REC_F_IMM = 1, SN_REC_F_WRITE = 2 };
 
 /* Ring bytes a record of len payload bytes takes (whole cache lines) */
 static inline uint32_t sn_rec_size(uint32_t len)

@@ -29,6 +29,9 @@ const tm_verbs_lib_t tm_verbs_libibverbs = {
     .destroy_qp       = ibv_destroy_qp,
     .destroy_cq       = ibv_destroy_cq,
     .destroy_srq      = ibv_destroy_srq,
+    .create_srq       = ibv_create_srq,
+    .modify_srq       = ibv_modify_srq,
+    .query_srq        = ibv_query_srq,
     .get_async_event  = ibv_get_async_event,
     .ack_async_event  = ibv_ack_async_event,
 };
@@ -55,6 +58,9 @@ const tm_verbs_lib_t tm_verbs_softnic = {
     .destroy_qp       = softnic_destroy_qp,
     .destroy_cq       = softnic_destroy_cq,
     .destroy_srq      = softnic_destroy_srq,
+    .create_srq       = softnic_create_srq,
+    .modify_srq       = softnic_modify_srq,
+    .query_srq        = softnic_query_srq,
     .get_async_event  = softnic_get_async_event,
     .ack_async_event  = softnic_ack_async_event,
 };

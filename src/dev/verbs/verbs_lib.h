@@ -47,6 +47,11 @@ struct tm_verbs_lib {
     int         (*destroy_qp)(struct ibv_qp *qp);
     int         (*destroy_cq)(struct ibv_cq *cq);
     int         (*destroy_srq)(struct ibv_srq *srq);
+    struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
+                                  struct ibv_srq_init_attr *attr);
+    int         (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+                              int attr_mask);
+    int         (*query_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr);
     int         (*get_async_event)(struct ibv_context *context,
                                    struct ibv_async_event *event);
     void        (*ack_async_event)(struct ibv_async_event *event);
