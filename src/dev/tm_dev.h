@@ -199,7 +199,11 @@ typedef struct tm_dev_wc {
     enum ibv_wc_opcode    opcode;
     uint32_t              byte_len;
     uint32_t              qp_num;     /* connection the message came on / went out
-                                         on; 0 for list operations */
+                                         on; 0 for list operations and for
+                                         tag-matching completions without
+                                         a packet (a MATCH-only TM_CONSUMED,
+                                         MSG_COMPLETION_CANCELED read as
+                                         IBV_WC_SEND): mlx5 need not fill it */
     unsigned              wc_flags;   /* also IBV_WC_WITH_IMM */
     uint32_t              imm_data;   /* big-endian, as in struct ibv_wc */
     uint32_t              vendor_err;

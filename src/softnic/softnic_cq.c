@@ -222,9 +222,26 @@ static __be32 sn_read_imm_data(struct ibv_cq_ex *ex)
     return sn_cq_current(ex)->imm_data;
 }
 
+/* The QP number a completion reads.  A MATCH-only one other than a
+ * software rendezvous's (CONSUMED_SW_RDNV, IBV_WC_TM_RNDV_INCOMPLETE, with a
+ * packet) is mlx5's TM_CONSUMED, a CQE without a packet (rdma-core's
+ * mlx5_cq_read_wc_opcode reads it only so), whose qpn field no source says
+ * firmware fills: the harsher reading, 0.  cqe->qp_num still names its QP,
+ * whose destruction removes it (sn_cq_purge_qp). */
+static uint32_t sn_cqe_qp_num(const sn_cqe_t *cqe)
+{
+    if (sn_unlikely((cqe->wc_flags & (IBV_WC_TM_MATCH |
+                                      IBV_WC_TM_DATA_VALID)) ==
+                    IBV_WC_TM_MATCH) &&
+        (cqe->status != IBV_WC_TM_RNDV_INCOMPLETE)) {
+        return 0;
+    }
+    return cqe->qp_num;
+}
+
 static uint32_t sn_read_qp_num(struct ibv_cq_ex *ex)
 {
-    return sn_cq_current(ex)->qp_num;
+    return sn_cqe_qp_num(sn_cq_current(ex));
 }
 
 static uint32_t sn_read_src_qp(struct ibv_cq_ex *ex)
@@ -280,7 +297,7 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
         wc[n].vendor_err = cqe->vendor_err;
         wc[n].byte_len   = cqe->byte_len;
         wc[n].imm_data   = cqe->imm_data;
-        wc[n].qp_num     = cqe->qp_num;
+        wc[n].qp_num     = sn_cqe_qp_num(cqe);
         wc[n].wc_flags   = cqe->wc_flags;
         /* what an InfiniBand NIC reports of the path: nothing of use */
         wc[n].src_qp         = cqe->src_qp;

@@ -73,6 +73,27 @@ void tm_dev_destroy_cq(tm_dev_cq_t *cq)
     free(cq);
 }
 
+/*
+ * Whether a tag-matching completion names its QP.  mlx5_cq_read_wc_qp_num
+ * reads the CQE's qpn field whatever the CQE (providers/mlx5/cq.c), and a
+ * CQE without a packet (MLX5_CQE_NO_PACKET) may leave it unfilled: no
+ * source says firmware fills it.  By mlx5_cq_read_wc_opcode and
+ * mlx5_cq_read_wc_flags, the MATCH-only completions are TM_CONSUMED (0x1,
+ * read only without a packet: a rendezvous the NIC reads, an eager message
+ * over a packet) and CONSUMED_SW_RDNV (0x9, status TM_RNDV_INCOMPLETE, read
+ * only with a packet); a final completion read as IBV_WC_SEND is
+ * MSG_COMPLETION_CANCELED without a packet.  Those without a packet give
+ * QP number 0: nothing may depend on a value firmware need not write.
+ */
+static TM_ALWAYS_INLINE int tm_verbs_wc_names_qp(const tm_dev_wc_t *wc)
+{
+    if ((wc->wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) ==
+        IBV_WC_TM_MATCH) {
+        return wc->status == IBV_WC_TM_RNDV_INCOMPLETE;
+    }
+    return wc->opcode != IBV_WC_SEND;
+}
+
 /* What the completion the extended CQ points at says: only the fields its
  * kind has are read (a call through the CQ each) */
 static TM_ALWAYS_INLINE void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
@@ -120,9 +141,9 @@ static TM_ALWAYS_INLINE void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
         break;
     }
 
-    wc->qp_num   = ibv_wc_read_qp_num(cq);
     wc->byte_len = ibv_wc_read_byte_len(cq);
     wc->wc_flags = ibv_wc_read_wc_flags(cq);
+    wc->qp_num   = tm_verbs_wc_names_qp(wc) ? ibv_wc_read_qp_num(cq) : 0;
     if (wc->wc_flags & IBV_WC_WITH_IMM) {
         wc->imm_data = ibv_wc_read_imm_data(cq);    /* big endian */
     }

@@ -425,8 +425,9 @@ static unsigned uct_rc_tm_ep_teardown(uct_rc_tm_ep_t *ep,
  * IBV_EVENT_QP_LAST_WQE_REACHED, which UCX's rc_mlx5 waits for.  The
  * receive-only QP may never say so (no source says that firmware raises it
  * for a QP without a send queue; UCX destroys its TM QP without waiting):
- * what the transport knows the NIC still owes it, the final completions of
- * the messages it matched there, is waited for instead.  So a connection
+ * what the transport knows the NIC may still owe it, the final completions
+ * of the messages it matched there or on a QP not known (a MATCH without
+ * a packet names none), is waited for instead.  So a connection
  * goes once its sending QP reported its last WQE, no matched receive
  * awaits a final completion from it, and both CQs were then found empty.
  * The send CQ entries of its flushed sends are given out again only then,
@@ -442,7 +443,8 @@ typedef struct uct_rc_tm_closing_conn {
 
 /* A receive matched on the closing connection's receive-only QP awaits its
  * final completion, unless that QP failed (a read NAKed, the peer gone):
- * then none comes, and the receives matched there fail */
+ * then none comes, and the receives matched there fail.  So does one whose
+ * QP is not known (a MATCH without a packet): it may be this QP's */
 static int uct_rc_tm_closing_rx_awaits(uct_rc_tm_iface_t *iface,
                                        tm_dev_conn_t *conn)
 {
@@ -464,9 +466,11 @@ static int uct_rc_tm_closing_rx_awaits(uct_rc_tm_iface_t *iface,
 static int uct_rc_tm_closing_drained(uct_rc_tm_iface_t *iface,
                                      tm_dev_conn_t *conn)
 {
+    /* the receive-only QP first: its check fails what its error strands,
+     * the receives of unknown QP included, which would else hold this */
     return tm_dev_conn_send_drained(conn) &&
-           !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_qp_num(conn)) &&
-           !uct_rc_tm_closing_rx_awaits(iface, conn);
+           !uct_rc_tm_closing_rx_awaits(iface, conn) &&
+           !uct_rc_tm_tag_awaits_final(iface, tm_dev_conn_qp_num(conn));
 }
 
 static void uct_rc_tm_closing_destroy(uct_rc_tm_iface_t *iface,

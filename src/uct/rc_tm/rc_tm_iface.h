@@ -173,9 +173,13 @@ typedef enum {
                                               to software if it succeeds */
     UCT_RC_TM_RECV_SPILL     = UCS_BIT(12),/* listed with rx.spill
                                               behind its buffer */
-    UCT_RC_TM_RECV_DEL_FAILED = UCS_BIT(13) /* in tm.del_failed: its DEL
+    UCT_RC_TM_RECV_DEL_FAILED = UCS_BIT(13),/* in tm.del_failed: its DEL
                                               failed, no consumption seen
                                               yet: consumed or lost */
+    UCT_RC_TM_RECV_QP_WAITED = UCS_BIT(14) /* matched on an unknown QP, and
+                                              awaited its final completion
+                                              at a check of the receive-only
+                                              QPs */
 } uct_rc_tm_recv_flags_t;
 
 typedef struct uct_rc_tm_recv {
@@ -206,7 +210,9 @@ typedef struct uct_rc_tm_recv {
     /* From the MATCH completion, the only one that carries them (mlx5) */
     uint64_t                  stag;     /* the message's tag */
     uint32_t                  app_ctx;
-    uint32_t                  rx_qp_num;/* the QP it came on */
+    uint32_t                  rx_qp_num;/* the QP it came on; 0: not
+                                           known (a MATCH without a packet
+                                           names none, tm_dev_wc_t) */
 } uct_rc_tm_recv_t;
 
 /* A rendezvous send waiting for FIN */
@@ -375,8 +381,8 @@ void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_batch_end(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                                 enum ibv_wc_status wc_status);
-/* Whether a receive the device matched on QP qp_num awaits its final
- * completion */
+/* Whether a receive the device matched on QP qp_num, or on a QP not
+ * known, awaits its final completion */
 int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num);
 void uct_rc_tm_tag_find_lost(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_resolve_del_failed(uct_rc_tm_iface_t *iface);

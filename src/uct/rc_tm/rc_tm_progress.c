@@ -170,10 +170,54 @@ uct_rc_tm_iface_handle_failed_wc(uct_rc_tm_iface_t *iface,
  * and mlx5's poll cannot parse their requester CQEs (no send queue): they
  * go to a CQ never polled (tm_dev_conn_rx_failed).  A receive the device
  * matched waits for its final completion; if the QP that took it is in
- * error, that never comes: the receives matched there fail, and so does
- * the connection.  Why the QP failed is not known (a NAKed read, a peer or
- * link gone): UCS_ERR_IO_ERROR.
+ * error, that never comes: the receives matched there fail, with those of
+ * unknown QP (uct_rc_tm_tag_fail_matched), and so does the connection.
+ * Why the QP failed is not known (a NAKed read, a peer or link gone):
+ * UCS_ERR_IO_ERROR.
  */
+static void uct_rc_tm_iface_rx_qp_failed(uct_rc_tm_iface_t *iface,
+                                         uct_rc_tm_ep_t *ep, uint32_t qp_num)
+{
+    ucs_error("rc_tm: receive-only qp 0x%x is in error: the device's "
+              "rendezvous reads there failed", qp_num);
+    uct_rc_tm_tag_fail_matched(iface, qp_num, IBV_WC_GENERAL_ERR);
+    uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
+}
+
+/* Whether a receive of unknown QP (its MATCH came without a packet) has
+ * waited since the last check: only then is every QP asked, not for each
+ * rendezvous still under way.  Marks the others. */
+static int uct_rc_tm_iface_unknown_qp_waited(uct_rc_tm_iface_t *iface)
+{
+    int waited = 0;
+    uct_rc_tm_recv_t *recv;
+
+    ucs_list_for_each(recv, &iface->tm.matched, sw_list) {
+        if (recv->rx_qp_num == 0) {
+            waited       |= !!(recv->flags & UCT_RC_TM_RECV_QP_WAITED);
+            recv->flags  |= UCT_RC_TM_RECV_QP_WAITED;
+        }
+    }
+    return waited;
+}
+
+/* A receive of unknown QP may be any connection's: each endpoint's
+ * receive-only QP is asked (a query each), until one in error fails them */
+static void uct_rc_tm_iface_check_all_rx_qps(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_ep_t *ep;
+    uint32_t qp_num;
+
+    kh_foreach(&iface->eps, qp_num, ep, {
+        /* every endpoint is there under both its QP numbers */
+        if ((qp_num == ep->rx_qp_num) && (ep->conn != NULL) &&
+            tm_dev_conn_rx_failed(ep->conn)) {
+            uct_rc_tm_iface_rx_qp_failed(iface, ep, qp_num);
+            return;
+        }
+    });
+}
+
 static UCS_F_NOINLINE void
 uct_rc_tm_iface_check_rx_qps(uct_rc_tm_iface_t *iface)
 {
@@ -184,7 +228,7 @@ uct_rc_tm_iface_check_rx_qps(uct_rc_tm_iface_t *iface)
 
 again:
     ucs_list_for_each(recv, &iface->tm.matched, sw_list) {
-        if (recv->rx_qp_num == checked) {
+        if ((recv->rx_qp_num == checked) || (recv->rx_qp_num == 0)) {
             continue;
         }
         checked = recv->rx_qp_num;
@@ -194,12 +238,13 @@ again:
         }
         ep = kh_value(&iface->eps, it);
         if ((ep->conn != NULL) && tm_dev_conn_rx_failed(ep->conn)) {
-            ucs_error("rc_tm: receive-only qp 0x%x is in error: the device's "
-                      "rendezvous reads there failed", checked);
-            uct_rc_tm_tag_fail_matched(iface, checked, IBV_WC_GENERAL_ERR);
-            uct_rc_tm_ep_set_failed(ep, IBV_WC_GENERAL_ERR);
+            uct_rc_tm_iface_rx_qp_failed(iface, ep, checked);
             goto again;
         }
+    }
+
+    if (uct_rc_tm_iface_unknown_qp_waited(iface)) {
+        uct_rc_tm_iface_check_all_rx_qps(iface);
     }
 }
 

@@ -248,7 +248,11 @@ static void uct_rc_tm_tag_rndv_incomplete(uct_rc_tm_iface_t *iface,
 }
 
 /* The MATCH completion: the only one with the message's tag and app
- * context (mlx5 scatters the TMH into that CQE alone) */
+ * context (mlx5 scatters the TMH into that CQE alone).  Its QP number is 0
+ * when it came without a packet (TM_CONSUMED: a rendezvous the device
+ * reads, an eager message over a packet): the receive's QP is not known.
+ * A software rendezvous's MATCH has a packet, and its QP is the one read
+ * from. */
 static void uct_rc_tm_tag_matched(uct_rc_tm_iface_t *iface,
                                   uct_rc_tm_recv_t *recv,
                                   const tm_dev_wc_t *wc)
@@ -419,9 +423,20 @@ void uct_rc_tm_tag_handle_recv_wc(uct_rc_tm_iface_t *iface,
     uct_rc_tm_recv_slot_put(iface, recv, 1);
 }
 
+/* Whether recv, matched by the device, may have been matched on QP qp_num:
+ * it was, or its QP is not known (0) */
+static int uct_rc_tm_tag_matched_on(const uct_rc_tm_recv_t *recv,
+                                    uint32_t qp_num)
+{
+    return (recv->rx_qp_num == qp_num) || (recv->rx_qp_num == 0);
+}
+
 /* The receive side of the connection whose receive-only QP is qp_num
  * failed: the receives the device matched there and had not finished (its
- * rendezvous reads) never will.  Their list slots stay taken, as in
+ * rendezvous reads) never will.  Those whose QP is not known fail with them
+ * (collateral): any may be that QP's, and would wait forever.  One another
+ * connection still finishes has its final completion dropped (FAILED), its
+ * buffer written after it failed.  Their list slots stay taken, as in
  * rdma-core, which expects a final completion for them. */
 void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
                                 enum ibv_wc_status wc_status)
@@ -429,7 +444,7 @@ void uct_rc_tm_tag_fail_matched(uct_rc_tm_iface_t *iface, uint32_t qp_num,
     uct_rc_tm_recv_t *recv, *tmp;
 
     ucs_list_for_each_safe(recv, tmp, &iface->tm.matched, sw_list) {
-        if (recv->rx_qp_num != qp_num) {
+        if (!uct_rc_tm_tag_matched_on(recv, qp_num)) {
             continue;
         }
         recv->flags &= ~UCT_RC_TM_RECV_AWAIT_FINAL;
@@ -445,7 +460,7 @@ int uct_rc_tm_tag_awaits_final(uct_rc_tm_iface_t *iface, uint32_t qp_num)
     uct_rc_tm_recv_t *recv;
 
     ucs_list_for_each(recv, &iface->tm.matched, sw_list) {
-        if (recv->rx_qp_num == qp_num) {
+        if (uct_rc_tm_tag_matched_on(recv, qp_num)) {
             return 1;
         }
     }

@@ -14,6 +14,7 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/test_soft_proc.cc \
 	test/gtest/dev/test_soft_mlx5.cc \
 	test/gtest/dev/test_soft_mlx5_list.cc \
+	test/gtest/dev/test_soft_qpn.cc \
 	test/gtest/dev/test_soft_port.cc \
 	test/gtest/dev/test_soft_pkey.cc \
 	test/gtest/dev/test_soft_async.cc \

@@ -454,3 +454,34 @@ TEST_F(verbs_poll, only_connection_completions_carry_a_qp_number)
     EXPECT_EQ(0x77u, wc[3].qp_num);
     EXPECT_EQ(0x77u, wc[4].qp_num);
 }
+
+/* A tag-matching completion without a packet names no QP: mlx5 reads the
+ * CQE's qpn field (mlx5_cq_read_wc_qp_num) where firmware need not write
+ * it.  The MATCH-only TM_CONSUMED and MSG_COMPLETION_CANCELED read as
+ * IBV_WC_SEND give 0 whatever the provider reads; completions with a
+ * packet (CONSUMED_SW_RDNV: MATCH only with RNDV_INCOMPLETE; EXPECTED;
+ * CONSUMED_MSG; an unexpected message; a responder error) keep it */
+TEST_F(verbs_poll, completions_without_a_packet_carry_no_qp_number)
+{
+    tm_dev_wc_t wc[8];
+
+    add(1, IBV_WC_TM_RECV, IBV_WC_TM_MATCH, IBV_WC_SUCCESS, 0, 0x1ull, 1);
+    add(2, IBV_WC_SEND, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+        IBV_WC_TM_RNDV_INCOMPLETE);
+    add(3, IBV_WC_TM_RECV, IBV_WC_TM_MATCH, IBV_WC_TM_RNDV_INCOMPLETE, 0,
+        0x3ull, 3);
+    add(1, IBV_WC_TM_RECV, IBV_WC_TM_DATA_VALID, IBV_WC_SUCCESS, 9000);
+    add(4, IBV_WC_TM_RECV, IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+        IBV_WC_TM_RNDV_INCOMPLETE, 60, 0x4ull, 4);
+    add(5, IBV_WC_TM_RECV, 0, IBV_WC_SUCCESS, 30);
+    add(6, IBV_WC_SEND, 0, IBV_WC_LOC_LEN_ERR);
+
+    ASSERT_EQ(7, poll(8, wc));
+    EXPECT_EQ(0u, wc[0].qp_num) << "TM_CONSUMED";
+    EXPECT_EQ(0u, wc[1].qp_num) << "MSG_COMPLETION_CANCELED, no packet";
+    for (int i = 2; i < 7; ++i) {
+        EXPECT_EQ(0x77u, wc[i].qp_num) << i;
+    }
+    EXPECT_EQ((unsigned)IBV_WC_TM_MATCH, wc[0].wc_flags);
+    EXPECT_EQ(0x1ull, wc[0].tm_info.tag);
+}

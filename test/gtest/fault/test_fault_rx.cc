@@ -232,7 +232,9 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     guarded_buffer rbuf(m_component, m_md, 65536, 'r');
     tag_recv r;
     ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x33, 65536));
-    flush(m_receiver);
+    /* listed in the device (an iface flush does not wait for that): the
+     * device matches it and reads */
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
 
     softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
     test_completion comp;
@@ -258,4 +260,123 @@ TEST_F(rc_tm_fault, rendezvous_with_a_stale_rkey)
     destroy_eps(m_sender);
     EXPECT_TRUE(comp.done) << "the endpoint's destruction completes it";
     EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
+}
+
+/* A matched rendezvous the NIC reads names no QP at its MATCH (a CQE
+ * without a packet: QP number 0, docs/verbs-device.md row 7).  When a
+ * receive-only QP is found in error, the receives of unknown QP fail with
+ * the ones known to be its own, collateral included: here one of a
+ * healthy connection, whose final completion, when it comes, is dropped
+ * (no second completion).  The failed QP's endpoint fails, not the other. */
+TEST_F(rc_tm_fault, failed_qp_fails_the_receives_of_unknown_qp)
+{
+    open({{"RCACHE", "no"}});
+    connect(m_sender, m_receiver);          /* a second connection */
+    tm_dev_srq_t *srq;
+    tm_dev_t *dev = device(m_receiver, &srq);
+    guarded_buffer rbad(m_component, m_md, 65536, 'r');
+    guarded_buffer rgood(m_component, m_md, 65536, 'g');
+    guarded_buffer sgood(m_component, m_md, 65536, 'G');
+    tag_recv bad, good;
+    ASSERT_EQ(UCS_OK, post(bad, m_receiver, rbad, 0x33, 65536));
+    ASSERT_EQ(UCS_OK, post(good, m_receiver, rgood, 0x44, 65536));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 2; }));
+
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+    test_completion cbad, cgood;
+    scope_exit cancel_sends{[&] { destroy_eps(m_sender); }};
+    {
+        guarded_buffer sbuf(m_component, m_md, 65536, 's');
+        ASSERT_FALSE(UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x33, sbuf,
+                                              65536, cbad)));
+        sbuf.dereg();
+    }
+    /* the failing read's request is matched first, so read first */
+    ASSERT_TRUE(wait_for([&] {
+        return softnic_test_step_any_arrival(srq) == 0;
+    }));
+    ASSERT_FALSE(UCS_PTR_IS_ERR(send_rndv(m_sender.eps[1], 0x44, sgood,
+                                          65536, cgood)));
+    ASSERT_TRUE(wait_for([&] {
+        return softnic_test_step_any_arrival(srq) == 0;
+    }));
+    ASSERT_TRUE(wait_for([&] { return good.consumed && bad.consumed; }));
+    ASSERT_EQ(2u, softnic_test_pending_data(srq)) << "MATCH only, both";
+
+    ucx_log_capture log;
+    ASSERT_EQ(0, softnic_test_step_data(srq));   /* the read fails */
+    ASSERT_EQ(1u, softnic_test_pending_data(srq));
+    ASSERT_TRUE(wait_for([&] { return bad.completed > 0; }))
+            << "the failed QP was never found: its receive has QP 0";
+    EXPECT_EQ(UCS_ERR_IO_ERROR, bad.status);
+    EXPECT_EQ(1, good.completed) << "collateral: its QP is not known";
+    EXPECT_EQ(UCS_ERR_IO_ERROR, good.status);
+    EXPECT_EQ(1u, m_receiver.ep_errors.size()) << "the failed QP's only";
+
+    /* the healthy connection's NIC finishes its read: the sender has its
+     * FIN, the receive no second completion */
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
+    ASSERT_TRUE(wait_for([&] { return cgood.done > 0; }));
+    EXPECT_EQ(UCS_OK, cgood.status);
+    ASSERT_TRUE(wait_for([&] { return softnic_test_pending_data(srq) == 0; }));
+    for (int i = 0; i < 1000; ++i) {
+        progress();
+    }
+    EXPECT_EQ(1, good.completed);
+    EXPECT_EQ(1, bad.completed);
+
+    /* and that connection still receives */
+    tag_recv next;
+    guarded_buffer rnext(m_component, m_md, 64, 'n');
+    ASSERT_EQ(UCS_OK, post(next, m_receiver, rnext, 0x55, 64));
+    ASSERT_EQ(UCS_OK, uct_ep_tag_eager_short(m_sender.eps[1], 0x55, "x", 1));
+    ASSERT_TRUE(wait_for([&] { return next.completed > 0; }));
+    EXPECT_EQ(UCS_OK, next.status);
+}
+
+/* The receiving endpoint is destroyed while the NIC reads a rendezvous it
+ * matched (MATCH seen, QP not known), and the read then fails: the closing
+ * connection waits for the receive, finds its receive-only QP in error,
+ * and the receive fails; destroyed at once, the receive never completed */
+TEST_F(rc_tm_fault, closing_connection_whose_rendezvous_read_failed)
+{
+    open({{"RCACHE", "no"}});
+    tm_dev_srq_t *srq;
+    tm_dev_t *dev = device(m_receiver, &srq);
+    guarded_buffer rbuf(m_component, m_md, 65536, 'r');
+    tag_recv r;
+    ASSERT_EQ(UCS_OK, post(r, m_receiver, rbuf, 0x33, 65536));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+    test_completion comp;
+    scope_exit cancel_send{[&] { destroy_eps(m_sender); }};
+    {
+        guarded_buffer sbuf(m_component, m_md, 65536, 's');
+        ASSERT_FALSE(UCS_PTR_IS_ERR(send_rndv(m_sender.eps[0], 0x33, sbuf,
+                                              65536, comp)));
+        sbuf.dereg();
+    }
+    ASSERT_TRUE(wait_for([&] {
+        return softnic_test_step_any_arrival(srq) == 0;
+    }));
+    ASSERT_TRUE(wait_for([&] { return r.consumed > 0; }));
+
+    unsigned qps = softnic_test_qp_count(dev);
+    destroy_eps(m_receiver);
+    for (int i = 0; i < 100; ++i) {
+        progress();
+    }
+    EXPECT_EQ(0, r.completed);
+
+    ucx_log_capture log;
+    ASSERT_EQ(0, softnic_test_step_data(srq));   /* the read fails */
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
+    ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
+            << "the closing connection went without its receive";
+    EXPECT_EQ(UCS_ERR_IO_ERROR, r.status);
+    EXPECT_TRUE(rbuf.all('r'));
+    ASSERT_TRUE(wait_for([&] {
+        return softnic_test_qp_count(dev) == qps - 2;
+    })) << "the closing connection was not destroyed";
 }

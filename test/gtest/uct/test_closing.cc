@@ -120,3 +120,59 @@ TEST_F(rc_tm_closing, endpoint_destroyed_before_connecting_goes_at_once)
     /* and the interface goes on as before */
     ASSERT_NO_FATAL_FAILURE(exchange(2));
 }
+
+/* The receiving endpoint is destroyed while the NIC reads a rendezvous it
+ * matched: the MATCH came without a packet, so names no QP (QP number 0,
+ * docs/verbs-device.md rows 7 and 20).  The closing connection waits for
+ * every matched receive of unknown QP: its read finishes, and the receive
+ * completes with the data.  Destroyed at the first empty poll, it never
+ * completes. */
+TEST_F(rc_tm_closing, rendezvous_read_by_the_nic_completes_after_its_endpoint)
+{
+    open();
+    tm_dev_t *d;
+    tm_dev_srq_t *srq;
+    uct_rc_tm_iface_device(m_receiver.iface, &d, &srq);
+    ASSERT_TRUE(softnic_is_soft(d));
+
+    const size_t len = 65536;
+    mapped_buffer rbuf(m_component, m_md, len, 0);
+    mapped_buffer sbuf(m_component, m_md, len, 0);
+    sbuf.pattern(7);
+    tag_recv r;
+    uct_iov_t riov = rbuf.iov(len);
+    ASSERT_EQ(UCS_OK, uct_iface_tag_recv_zcopy(m_receiver.iface, 0x66,
+                                               UINT64_MAX, &riov, 1, &r.ctx));
+    ASSERT_TRUE(wait_for([&] { return softnic_test_listed_tags(srq) == 1; }));
+
+    softnic_test_set_mode(d, SOFTNIC_MODE_MANUAL);
+    char header[16] = {};
+    uct_iov_t siov = sbuf.iov(len);
+    test_completion comp;
+    scope_exit cancel_send{[&] { destroy_eps(m_sender); }};
+    ASSERT_FALSE(UCS_PTR_IS_ERR(uct_ep_tag_rndv_zcopy(m_sender.eps.at(0), 0x66,
+                                                      header, sizeof(header),
+                                                      &siov, 1, 0,
+                                                      &comp.comp)));
+    ASSERT_TRUE(wait_for([&] {
+        return softnic_test_step_any_arrival(srq) == 0;
+    }));
+    ASSERT_TRUE(wait_for([&] { return r.consumed > 0; }));
+    ASSERT_EQ(1u, softnic_test_pending_data(srq)) << "MATCH only";
+
+    uct_ep_destroy(m_receiver.eps.at(0));
+    m_receiver.eps.clear();
+    for (int i = 0; i < 100; ++i) {
+        uct_worker_progress(m_receiver.worker);
+    }
+    EXPECT_EQ(0, r.completed);
+
+    ASSERT_EQ(0, softnic_test_step_data(srq));
+    softnic_test_set_mode(d, SOFTNIC_MODE_AUTO);
+    ASSERT_TRUE(wait_for([&] { return r.completed > 0; }))
+            << "the final completion was dropped with the QP";
+    EXPECT_EQ(UCS_OK, r.status);
+    EXPECT_TRUE(rbuf.has_pattern(7, len));
+    ASSERT_TRUE(wait_for([&] { return comp.done > 0; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+}

@@ -154,6 +154,14 @@ struct tag_recv {
     static tag_recv *from(uct_tag_context_t *ctx);
 };
 
+/* Runs f when it goes out of scope: e.g. destroys the endpoints that owe
+ * completions on the test's stack, before those go, even when an assertion
+ * ends the test early */
+struct scope_exit {
+    std::function<void()> f;
+    ~scope_exit() { f(); }
+};
+
 /* A completion to wait for */
 struct test_completion {
     uct_completion_t  comp;
