@@ -114,9 +114,10 @@ static void sn_rq_free(sn_rq_t *rq)
     free(rq);
 }
 
-/* An SRQ around rq, whose arrivals the CQ's work runs */
-static sn_srq_t *sn_rq_srq_new(sn_context_t *ctx, struct ibv_pd *pd,
-                               struct ibv_cq *cq, sn_rq_t *rq)
+/* An SRQ around rq (a QP's own queue, or a basic SRQ's), not yet run by
+ * any CQ's work */
+static sn_srq_t *sn_rq_srq_alloc(sn_context_t *ctx, struct ibv_pd *pd,
+                                 sn_rq_t *rq)
 {
     sn_srq_t *srq = calloc(1, sizeof(*srq));
 
@@ -130,12 +131,25 @@ static sn_srq_t *sn_rq_srq_new(sn_context_t *ctx, struct ibv_pd *pd,
     srq->match_barrier = UINT64_MAX;
     sn_list_init(&srq->qps);
     sn_list_init(&srq->active);
+    sn_list_init(&srq->link);
     srq->rr_next       = &srq->active;
     srq->ibv.context   = &ctx->vctx.context;
     srq->ibv.pd        = pd;
-    srq->cq            = sn_cq((struct ibv_cq_ex*)cq);
     pthread_mutex_init(&srq->ibv.mutex, NULL);
     pthread_cond_init(&srq->ibv.cond, NULL);
+    return srq;
+}
+
+/* An SRQ around rq, whose arrivals the CQ's work runs */
+static sn_srq_t *sn_rq_srq_new(sn_context_t *ctx, struct ibv_pd *pd,
+                               struct ibv_cq *cq, sn_rq_t *rq)
+{
+    sn_srq_t *srq = sn_rq_srq_alloc(ctx, pd, rq);
+
+    if (srq == NULL) {
+        return NULL;
+    }
+    srq->cq = sn_cq((struct ibv_cq_ex*)cq);
     sn_ctx_lock(ctx);
     sn_list_add_tail(&srq->cq->srqs, &srq->link);
     sn_ctx_unlock(ctx);
@@ -226,26 +240,13 @@ struct ibv_srq *sn_rq_create_srq_ex(struct ibv_context *context,
         return NULL;
     }
     /* linked to a CQ when a QP attaches (sn_rq_srq_attach) */
-    srq = calloc(1, sizeof(*srq));
+    srq = sn_rq_srq_alloc(ctx, attr->pd, rq);
     if (srq == NULL) {
         sn_rq_free(rq);
         errno = ENOMEM;
         return NULL;
     }
-    srq->rq              = rq;
-    srq->seg             = &sn_rq_no_accept;
-    srq->packet_size     = ctx->attr.packet_size;
-    srq->in_phase        = true;
-    srq->match_barrier   = UINT64_MAX;
-    sn_list_init(&srq->qps);
-    sn_list_init(&srq->active);
-    sn_list_init(&srq->link);
-    srq->rr_next         = &srq->active;
-    srq->ibv.context     = context;
-    srq->ibv.pd          = attr->pd;
     srq->ibv.srq_context = attr->srq_context;
-    pthread_mutex_init(&srq->ibv.mutex, NULL);
-    pthread_cond_init(&srq->ibv.cond, NULL);
     sn_ctx_lock(ctx);
     srq->num        = ctx->next_srq_num++;
     srq->ibv.handle = srq->num;

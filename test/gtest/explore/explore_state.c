@@ -230,10 +230,14 @@ static void put_provider(state_t *s)
            (UINT16_MAX - sw < coming) ? UINT16_MAX - sw + 2 : 0);
 }
 
+/* UCT_RC_TM_RECV_QP_WAITED is left out: the periodic checks of the
+ * receive-only QPs set it, on a countdown of progress calls that runs
+ * across schedules, and it changes nothing unless a QP failed */
 static void put_recv(state_t *s, const uct_rc_tm_recv_t *recv)
 {
-    put(s, ((uint64_t)recv_id(s, recv) << 48) | ((uint64_t)recv->flags << 16) |
-           recv->refs);
+    uint64_t flags = recv->flags & ~UCT_RC_TM_RECV_QP_WAITED;
+
+    put(s, ((uint64_t)recv_id(s, recv) << 48) | (flags << 16) | recv->refs);
     put(s, (recv->flags & UCT_RC_TM_RECV_IN_DEVICE) ?
            handle_state(s, recv->handle) : 0xfe);
 }
