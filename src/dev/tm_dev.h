@@ -96,7 +96,8 @@ typedef struct tm_dev_attr {
                                                else TM_DEV_ATTR_SET | SL */
     double              soft_latency;       /* the software NIC's figures
                                                (tm_dev_perf_t): seconds */
-    double              soft_bandwidth;     /* bytes per second */
+    double              soft_bandwidth;     /* bytes per second, one
+                                               CPU's copies */
 } tm_dev_attr_t;
 
 /* tm_dev_attr_t::pkey and sl: a value the user set (0 is "auto") */
@@ -126,12 +127,21 @@ enum {
 typedef struct tm_dev_perf {
     double              latency;    /* one way on the wire, seconds */
     double              bandwidth;  /* of the port, bytes per second */
+    double              rdma_bandwidth; /* of an RDMA read or write: the
+                                       port's on a NIC; the software NIC's
+                                       long reads are copied by both sides'
+                                       CPUs (softnic_rdma.c), twice its
+                                       one-CPU rate */
     double              post;       /* CPU time of posting or completing one
                                        work request through the provider */
     double              doorbell;   /* telling the device of new work (a
                                        NIC's write over PCI) */
     double              wqe_fetch;  /* the device's read of a work request
                                        not given inline (a NIC's DMA) */
+    double              rdma_copy;  /* CPU time of an RDMA read or write
+                                       (the software NIC copies with
+                                       process_vm_readv/writev); 0 on a NIC,
+                                       whose DMA costs no CPU */
     int                 per_process; /* the bandwidth is each process's own
                                        (the software NIC copies on its own
                                        CPU); a NIC's port is shared */

@@ -176,9 +176,11 @@ void tm_verbs_port_perf(const struct ibv_port_attr *port, tm_dev_perf_t *perf)
     wire             = tm_verbs_port_lanes(port->active_width) * signal *
                        code / 8.0;
     perf->bandwidth  = wire * mtu / (mtu + hdrs);
+    perf->rdma_bandwidth = perf->bandwidth;
     perf->post       = TM_VERBS_POST_TIME;
     perf->doorbell   = TM_VERBS_DOORBELL_TIME;
     perf->wqe_fetch  = TM_VERBS_WQE_FETCH_TIME;
+    perf->rdma_copy  = 0;
     perf->per_process = 0;
 }
 

@@ -469,10 +469,13 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
     }
     /* No PCI between the software and its engine: no doorbell write, no
      * descriptor fetch; a work request costs what posting it to the ring
-     * and completing it take (measured, docs/performance.md) */
+     * and completing it take, an RDMA transfer a copy by the CPU (measured,
+     * docs/performance.md) */
     dev->soft_perf.latency     = attr->soft_latency;
     dev->soft_perf.bandwidth   = attr->soft_bandwidth;
+    dev->soft_perf.rdma_bandwidth = 2 * attr->soft_bandwidth;
     dev->soft_perf.post        = TM_VERBS_SOFT_POST_TIME;
+    dev->soft_perf.rdma_copy   = TM_VERBS_SOFT_RDMA_TIME;
     dev->soft_perf.per_process = 1;
     snprintf(dev->driver, sizeof(dev->driver), "software NIC");
     return 0;

@@ -63,6 +63,9 @@ extern "C" {
 
 /* The software NIC's CPU time per work request, posted and completed */
 #define TM_VERBS_SOFT_POST_TIME      30e-9
+/* ... and per RDMA read or write: a system call's copy, as UCX's cma
+ * (whose figure it is: measured alike, docs/performance.md) */
+#define TM_VERBS_SOFT_RDMA_TIME      500e-9
 
 /* Packed addresses are tagged so that foreign ones are refused */
 #define TM_VERBS_DEV_ADDR_MAGIC      0x56   /* 'V' */

@@ -320,6 +320,22 @@ static int uct_rc_tm_op_fetches_wqe(uct_ep_operation_t op)
     }
 }
 
+/* Operations the initiator's device carries out as an RDMA read or write
+ * (a rendezvous is read by the receiver's device) */
+static int uct_rc_tm_op_is_rdma(uct_ep_operation_t op)
+{
+    switch (op) {
+    case UCT_EP_OP_PUT_SHORT:
+    case UCT_EP_OP_PUT_BCOPY:
+    case UCT_EP_OP_PUT_ZCOPY:
+    case UCT_EP_OP_GET_BCOPY:
+    case UCT_EP_OP_GET_ZCOPY:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The device's figures by operation, as UCX's ib transports give theirs;
  * the base fills what has no figure of its own here (and what newer UCX
  * versions ask) */
@@ -340,13 +356,23 @@ ucs_status_t uct_rc_tm_iface_estimate_perf(uct_iface_h tl_iface,
 
     tm_dev_perf(iface->dev, &perf);
     if (mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
-        perf_attr->send_pre_overhead = perf.post;
+        perf_attr->send_pre_overhead = perf.post +
+                (uct_rc_tm_op_is_rdma(op) ? perf.rdma_copy : 0);
     }
     if (mask & UCT_PERF_ATTR_FIELD_SEND_POST_OVERHEAD) {
         perf_attr->send_post_overhead = perf.doorbell;
     }
     if (mask & UCT_PERF_ATTR_FIELD_RECV_OVERHEAD) {
-        perf_attr->recv_overhead = perf.post;
+        perf_attr->recv_overhead = perf.post +
+                ((op == UCT_EP_OP_RNDV_ZCOPY) ? perf.rdma_copy : 0);
+    }
+    if ((mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) &&
+        (uct_rc_tm_op_is_rdma(op) || (op == UCT_EP_OP_RNDV_ZCOPY))) {
+        if (perf.per_process) {
+            perf_attr->bandwidth.dedicated = perf.rdma_bandwidth;
+        } else {
+            perf_attr->bandwidth.shared    = perf.rdma_bandwidth;
+        }
     }
     if (mask & UCT_PERF_ATTR_FIELD_LATENCY) {
         perf_attr->latency = ucs_linear_func_make(

@@ -174,12 +174,12 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "cost of posting and of completing it (docs/performance.md).",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_latency), UCS_CONFIG_TYPE_TIME},
 
-    {"SOFT_BW", "17500MBs",
+    {"SOFT_BW", "10000MBs",
      "Software NIC only: the bandwidth it reports to UCX, which picks\n"
-     "protocols and lanes by it. The default is measured: 1.44 times UCX's\n"
-     "shared-memory figure (BW=12179MBs), the ratio of rc_tm's to sm's\n"
-     "1 MiB tag_bw side by side on one host (docs/performance.md). Set what\n"
-     "ucx_perftest measures on your machine.",
+     "protocols and lanes by it: one CPU's copies (an eager message), twice\n"
+     "that for an RDMA read or write, whose copy both sides share. The\n"
+     "default is measured (docs/performance.md); set what ucx_perftest\n"
+     "measures on your machine.",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_bandwidth), UCS_CONFIG_TYPE_BW},
 
     {"RCACHE", "try",
