@@ -132,9 +132,23 @@ def perftest_env(args, tl):
     return env
 
 
+def perftest_has_mpi_mode(perftest):
+    """Whether ucx_perftest was built with MPI (Debian 13's is, Debian 12's
+    not): then, its stdin not a terminal, it calls MPI_Init and runs as an
+    MPI job of one rank unless told -P 0, and refuses a server/client pair
+    ("exactly 2 processes in p2p case").  Without MPI, -P is not an option."""
+    try:
+        out = subprocess.run([perftest, "-h"], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "MPI mode" in (out.stdout + out.stderr)
+
+
 def perftest_args(args, test, size, iters, port):
-    return ["-t", test, "-s", str(size), "-n", str(iters),
-            "-w", str(max(10, iters // 10)), "-p", str(port)]
+    return (["-t", test, "-s", str(size), "-n", str(iters),
+             "-w", str(max(10, iters // 10)), "-p", str(port)] +
+            (["-P", "0"] if args.perftest_mpi_mode else []))
 
 
 def run_pair(args, test, size, tl, iters):
@@ -428,6 +442,7 @@ def main():
                         help="seconds one mpirun may take")
     parser.add_argument("--mpirun", default="mpirun")
     args = parser.parse_args()
+    args.perftest_mpi_mode = perftest_has_mpi_mode(args.perftest)
 
     tests = [test for test in args.tests.split(",") if test]
     sizes = [parse_size(s) for s in args.sizes.split(",")]
