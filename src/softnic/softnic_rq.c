@@ -509,21 +509,25 @@ static void sn_rq_scatter(const sn_rwqe_t *wqe, const void *src, uint32_t len)
     }
 }
 
-/* An RDMA WRITE with immediate took a receive: its data is in place, the
- * receive's buffers are not written */
-static void sn_rq_write_imm(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec,
-                            const sn_rwqe_t *wqe)
+/* A message took the oldest receive: its completion.  An RDMA WRITE with
+ * immediate (IBV_WC_RECV_RDMA_WITH_IMM) wrote its data in place, not into
+ * the receive's buffers */
+static void sn_rq_complete(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec,
+                           const sn_rwqe_t *wqe, enum ibv_wc_opcode opcode,
+                           uint32_t byte_len)
 {
     sn_cqe_t *wc = sn_cq_push(srq->cq);
 
     wc->wr_id    = wqe->wr_id;
     wc->status   = IBV_WC_SUCCESS;
-    wc->opcode   = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc->opcode   = opcode;
     wc->qp_num   = qp->ibv.qp_num;
     wc->src_qp   = qp->attr.dest_qp_num;
-    wc->byte_len = rec->write_len;
-    wc->wc_flags = IBV_WC_WITH_IMM;
-    wc->imm_data = rec->imm_data;
+    wc->byte_len = byte_len;
+    if (rec->flags & SN_REC_F_IMM) {
+        wc->wc_flags = IBV_WC_WITH_IMM;
+        wc->imm_data = rec->imm_data;
+    }
     sn_rq_taken(srq->rq);
 }
 
@@ -542,7 +546,6 @@ int sn_rq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
     enum ibv_wc_status status;
     const sn_rwqe_t *wqe;
     uint32_t nak      = SN_NAK_NONE;
-    sn_cqe_t *wc;
 
     if (!pulled) {
         nak = atomic_load_explicit(&qp->in->nak, memory_order_acquire);
@@ -562,7 +565,8 @@ int sn_rq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
 
     wqe    = &rq->wqes[rq->head & rq->mask];
     if (sn_unlikely(rec->flags & SN_REC_F_WRITE)) {
-        sn_rq_write_imm(srq, qp, rec, wqe);
+        sn_rq_complete(srq, qp, rec, wqe, IBV_WC_RECV_RDMA_WITH_IMM,
+                       rec->write_len);
         return 0;
     }
     status = sn_rq_check(ctx, wqe, rec->len);
@@ -576,18 +580,7 @@ int sn_rq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec)
         return EPROTO;
     }
     sn_rq_scatter(wqe, rec + 1, rec->len);
-    wc           = sn_cq_push(srq->cq);
-    wc->wr_id    = wqe->wr_id;
-    wc->status   = IBV_WC_SUCCESS;
-    wc->opcode   = IBV_WC_RECV;
-    wc->qp_num   = qp->ibv.qp_num;
-    wc->src_qp   = qp->attr.dest_qp_num;
-    wc->byte_len = rec->len;
-    if (rec->flags & SN_REC_F_IMM) {
-        wc->wc_flags = IBV_WC_WITH_IMM;
-        wc->imm_data = rec->imm_data;
-    }
-    sn_rq_taken(rq);
+    sn_rq_complete(srq, qp, rec, wqe, IBV_WC_RECV, rec->len);
     return 0;
 }
 
