@@ -52,7 +52,7 @@ static void sn_port_env_pkeys(sn_port_t *port)
 void sn_port_init(sn_port_t *port)
 {
     memset(port, 0, sizeof(*port));
-    port->lid      = 0;
+    port->lid      = SN_PORT_LID;
     port->mtu      = IBV_MTU_4096;
     port->pkeys[0] = SN_PKEY_DEFAULT;
     port->npkeys   = 1;
