@@ -27,7 +27,8 @@
  *                      own, basic SRQs), RNR and NAKs (softnic_rq.h)
  *   softnic_comp.c     completer: send completions in order, peer liveness,
  *                      errors
- *   softnic_wire.c     shared-memory segments, processes, leftovers
+ *   softnic_wire.c     shared-memory segments, processes, leftovers,
+ *                      the registry of the device's QP and SRQ numbers
  *   softnic_engine.c   the device's engine thread (SOFTNIC_PROGRESS_THREAD),
  *                      its doorbell, the device lock
  *   softnic_test.c     test steering (softnic_test.h)
