@@ -354,6 +354,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
 {
     sn_context_t *ctx = sn_ctx(context);
     sn_cq_t *cq;
+    int ret;
 
     /* comp_vector as the kernel's create_cq checks it */
     if ((attr->cqe == 0) || (attr->cqe > SN_MAX_CQE) ||
@@ -365,8 +366,9 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
         return NULL;
     }
     if (attr->channel != NULL) {
-        errno = sn_cq_channel_check(context, attr->channel);
-        if (errno != 0) {
+        ret = sn_cq_channel_check(context, attr->channel);
+        if (ret != 0) {
+            errno = ret;
             return NULL;
         }
     }
