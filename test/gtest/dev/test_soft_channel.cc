@@ -18,7 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -358,6 +361,33 @@ TEST_P(soft_channel, destroyed_cq_takes_its_unread_events)
     r.cq = nullptr;
     struct pollfd pfd = { r.ch->fd, POLLIN, 0 };
     EXPECT_EQ(0, poll(&pfd, 1, 0)) << "the channel still signals an event";
+}
+
+/* ibv_get_cq_event.3: ibv_destroy_cq waits until every event read was
+ * acknowledged (libibverbs' ibv_cmd_destroy_cq) */
+TEST_P(soft_channel, destroy_cq_waits_for_the_ack)
+{
+    ASSERT_EQ(0, r.post_recv(1, 0, 256));
+    ASSERT_EQ(0, ibv_req_notify_cq(r.cq, 0));
+    ASSERT_EQ(0, s.send(11, 8));
+    ASSERT_TRUE(readable(5.0));
+    ASSERT_NO_FATAL_FAILURE(get_event());
+    ASSERT_EQ(0, softnic_destroy_qp(r.qp));
+    r.qp = nullptr;
+
+    std::promise<int> destroyed;
+    std::future<int> result = destroyed.get_future();
+    struct ibv_cq *cq = r.cq;
+    std::thread destroyer([&] { destroyed.set_value(softnic_destroy_cq(cq)); });
+    EXPECT_EQ(std::future_status::timeout,
+              result.wait_for(std::chrono::milliseconds(200)))
+        << "destroyed with an event not acknowledged";
+    ack(1);
+    EXPECT_EQ(std::future_status::ready,
+              result.wait_for(std::chrono::seconds(5)));
+    destroyer.join();
+    EXPECT_EQ(0, result.get());
+    r.cq = nullptr;
 }
 
 /* A CQ without a channel arms as on mlx5 (0), and nothing is raised */
