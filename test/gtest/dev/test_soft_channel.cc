@@ -390,6 +390,25 @@ TEST_P(soft_channel, destroy_cq_waits_for_the_ack)
     r.cq = nullptr;
 }
 
+/* ibv_resize_cq.3: the completions not yet polled stay in the CQ */
+TEST_P(soft_channel, resize_keeps_unpolled_completions)
+{
+    struct ibv_wc wc;
+
+    ASSERT_EQ(0, r.post_recv(1, 0, 256));
+    ASSERT_EQ(0, ibv_req_notify_cq(r.cq, 0));
+    ASSERT_EQ(0, s.send(11, 8));
+    ASSERT_TRUE(readable(5.0));     /* the completion is in the CQ */
+    ASSERT_NO_FATAL_FAILURE(get_event());
+    ack(1);
+    ASSERT_EQ(0, softnic_resize_cq(r.cq, 1000));
+    EXPECT_GE(r.cq->cqe, 1000);
+    ASSERT_TRUE(next_r(&wc, 1.0));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(1u, wc.wr_id);
+    EXPECT_EQ(8u, wc.byte_len);
+}
+
 /* A CQ without a channel arms as on mlx5 (0), and nothing is raised */
 TEST_P(soft_channel, cq_without_channel_arms)
 {
