@@ -31,6 +31,7 @@
  * poll_cq: the last also drops what it read before in the call).
  */
 #include "softnic_int.h"
+#include "softnic_channel.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -353,6 +354,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
 {
     sn_context_t *ctx = sn_ctx(context);
     sn_cq_t *cq;
+    int ret;
 
     /* comp_vector as the kernel's create_cq checks it */
     if ((attr->cqe == 0) || (attr->cqe > SN_MAX_CQE) ||
@@ -362,6 +364,13 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
         errno = (attr->wc_flags & ~(uint64_t)SN_CQ_WC_FLAGS) ? EOPNOTSUPP :
                                                                EINVAL;
         return NULL;
+    }
+    if (attr->channel != NULL) {
+        ret = sn_cq_channel_check(context, attr->channel);
+        if (ret != 0) {
+            errno = ret;
+            return NULL;
+        }
     }
 
     cq = calloc(1, sizeof(*cq));
@@ -402,6 +411,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     sn_list_init(&cq->srqs);
     sn_list_init(&cq->send_qps);
     sn_list_init(&cq->send_busy);
+    sn_cq_channel_attach(cq);
     sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
     sn_ctx_unlock(ctx);
@@ -419,7 +429,9 @@ int softnic_destroy_cq(struct ibv_cq *ibv_cq)
         return EBUSY;       /* an SRQ or QP still completes here */
     }
     sn_list_del(&cq->link); /* the engine no longer sees it */
+    cq->armed = 0;
     sn_ctx_unlock(ctx);
+    sn_cq_channel_detach(cq);
     pthread_mutex_destroy(&cq->ex.mutex);
     pthread_cond_destroy(&cq->ex.cond);
     free(cq->cqe);
