@@ -30,3 +30,9 @@ CLEANFILES += test/interpose/coverage.stamp
 
 EXTRA_DIST += test/interpose/softnic_verbs.map \
 	test/interpose/check-coverage.sh
+
+# Unmodified verbs programs on the software NIC through the interposer:
+# the pingpongs and perftest (Debian's ibverbs-utils, perftest), and
+# rdma-core's tag-matching test (python3-pyverbs)
+TESTS      += test/verbs_tools_test.sh test/tag_matching_test.sh
+EXTRA_DIST += test/verbs_tools_test.sh test/tag_matching_test.sh
