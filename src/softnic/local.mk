@@ -12,11 +12,13 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_rq.h \
 	src/softnic/softnic_port.h \
+	src/softnic/softnic_channel.h \
 	src/softnic/softnic_port.c \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
 	src/softnic/softnic_rdma.c \
 	src/softnic/softnic_cq.c \
+	src/softnic/softnic_channel.c \
 	src/softnic/softnic_hold.c \
 	src/softnic/softnic_srq.c \
 	src/softnic/softnic_qp.c \

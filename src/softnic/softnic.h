@@ -16,8 +16,9 @@
  *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
  *    struct verbs_context with abi_compat set, a struct ibv_cq_ex;
  *  - for each verb libibverbs exports (device list, open and close, PD, MR,
- *    QP create / modify / query / destroy, CQ destroy, SRQ create (basic) /
- *    modify / query / destroy, GID
+ *    QP create / modify / query / destroy, CQ create / resize / destroy,
+ *    completion channels and their events, SRQ create (basic) /
+ *    modify / query / destroy, device, port, GID
  *    and P_Key queries) there is a softnic_<verb> below with the same signature: the
  *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.
@@ -108,6 +109,31 @@ void softnic_ack_async_event(struct ibv_async_event *event);
  * and ibv_is_fork_initialized (IBV_FORK_DISABLED or IBV_FORK_ENABLED) */
 int softnic_fork_init(void);
 enum ibv_fork_status softnic_is_fork_initialized(void);
+/* Completion channels (softnic_channel.c): channel->fd is a pipe's read
+ * end, readable while events wait (poll it, or set O_NONBLOCK: then
+ * softnic_get_cq_event fails with EAGAIN); one event per armed CQ
+ * (ibv_req_notify_cq) when a completion, or with solicited_only a
+ * solicited or failed one, is added.  A CQ with a channel runs the
+ * device's work on its engine thread (docs/soft-device.md).
+ * softnic_destroy_cq waits until the events read were acknowledged, as
+ * libibverbs' does. */
+struct ibv_comp_channel *softnic_create_comp_channel(struct ibv_context *context);
+int softnic_destroy_comp_channel(struct ibv_comp_channel *channel);
+struct ibv_cq *softnic_create_cq(struct ibv_context *context, int cqe,
+                                 void *cq_context,
+                                 struct ibv_comp_channel *channel,
+                                 int comp_vector);
+int softnic_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+                         void **cq_context);
+void softnic_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+int softnic_resize_cq(struct ibv_cq *cq, int cqe);
+/* ibv_query_device, and ibv_query_port as libibverbs exports it (the
+ * layout of struct _compat_ibv_port_attr: up to flags); the inline
+ * ibv_query_port of <infiniband/verbs.h> needs neither */
+int softnic_query_device(struct ibv_context *context,
+                         struct ibv_device_attr *device_attr);
+int softnic_query_port(struct ibv_context *context, uint8_t port_num,
+                       struct ibv_port_attr *port_attr);
 
 
 /* ----- Extensions ----- */

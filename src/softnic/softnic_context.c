@@ -12,6 +12,7 @@
  * <infiniband/verbs.h> find the NIC's functions in it.
  */
 #include "softnic_int.h"
+#include "softnic_channel.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -22,6 +23,13 @@
 #include <unistd.h>
 
 static _Atomic uint32_t sn_next_dev_seq;
+
+/* What ibv_query_device reports the device to be: a TM-capable ConnectX,
+ * the ConnectX-5 (Mellanox's vendor id, PCI device 0x1017 = 4119, whose
+ * kernel driver reports hw_ver 0) */
+#define SN_VENDOR_ID       0x02c9
+#define SN_VENDOR_PART_ID  4119
+#define SN_NODE_GUID_TAG   0x0001   /* the low bits of the GUID */
 
 static struct ibv_device sn_device = {
     .node_type      = IBV_NODE_CA,
@@ -158,6 +166,15 @@ int softnic_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 
 /* ---- queries ---- */
 
+/* The device's GUID (node and system image): the same for every context of
+ * the device on this host and user, as a NIC's is for its processes */
+static __be64 sn_ctx_node_guid(const sn_context_t *ctx)
+{
+    return htobe64((uint64_t)ctx->host_id << 32 |
+                   (uint64_t)sn_uid_hash(ctx->proc.uid) << 16 |
+                   SN_NODE_GUID_TAG);
+}
+
 static int sn_query_device_ex(struct ibv_context *context,
                               const struct ibv_query_device_ex_input *input,
                               struct ibv_device_attr_ex *attr,
@@ -166,11 +183,19 @@ static int sn_query_device_ex(struct ibv_context *context,
     sn_context_t *ctx = sn_ctx(context);
     struct ibv_device_attr_ex a;
 
+    /* as libibverbs' ibv_cmd_query_device_any, which mlx5's uses */
+    if (((input != NULL) && (input->comp_mask != 0)) ||
+        (attr_size < sizeof(attr->orig_attr))) {
+        return EINVAL;
+    }
     memset(&a, 0, sizeof(a));
     snprintf(a.orig_attr.fw_ver, sizeof(a.orig_attr.fw_ver), "softnic %u",
              SN_VERSION);
-    a.orig_attr.node_guid           = htobe64((uint64_t)ctx->proc.pid << 16 |
-                                              ctx->dev_seq);
+    a.orig_attr.node_guid           = sn_ctx_node_guid(ctx);
+    a.orig_attr.sys_image_guid      = a.orig_attr.node_guid;
+    a.orig_attr.vendor_id           = SN_VENDOR_ID;
+    a.orig_attr.vendor_part_id      = SN_VENDOR_PART_ID;
+    a.orig_attr.hw_ver              = 0;    /* a ConnectX-5's */
     a.orig_attr.max_mr_size         = SN_MAX_MSG_SIZE;
     a.orig_attr.page_size_cap       = (uint64_t)sysconf(_SC_PAGESIZE);
     a.orig_attr.max_qp              = 1 << 24;
@@ -185,16 +210,29 @@ static int sn_query_device_ex(struct ibv_context *context,
     a.orig_attr.max_qp_init_rd_atom = SN_MAX_RD_ATOM;
     a.orig_attr.max_srq             = 1 << 24;
     a.orig_attr.max_srq_wr          = SN_MAX_SRQ_WR;
-    a.orig_attr.max_srq_sge         = 1;
+    a.orig_attr.max_srq_sge         = SN_MAX_SGE; /* a basic SRQ's; a
+                                                     TM-SRQ takes 1 */
     a.orig_attr.max_pkeys           = ctx->port.npkeys;
     a.orig_attr.phys_port_cnt       = 1;
+    a.phys_port_cnt_ex              = 1;
     a.tm_caps.max_rndv_hdr_size     = ctx->attr.max_rndv_hdr_size;
     a.tm_caps.max_num_tags          = SN_MAX_NUM_TAGS;
     a.tm_caps.flags                 = IBV_TM_CAP_RC;
     a.tm_caps.max_ops               = SN_MAX_OPS;
     a.tm_caps.max_sge               = ctx->attr.tm_max_sge;
+    memset(attr, 0, attr_size);     /* the caller's whole struct */
     memcpy(attr, &a, (attr_size < sizeof(a)) ? attr_size : sizeof(a));
     return 0;
+}
+
+/* libibverbs' exported ibv_query_device: the provider's query_device_ex
+ * with the legacy struct's size */
+int softnic_query_device(struct ibv_context *context,
+                         struct ibv_device_attr *device_attr)
+{
+    return sn_query_device_ex(context, NULL,
+                              (struct ibv_device_attr_ex*)device_attr,
+                              sizeof(*device_attr));
 }
 
 /* ---- the link layer (SOFTNIC_LINK_LAYER) ---- */
@@ -465,12 +503,6 @@ int softnic_dealloc_pd(struct ibv_pd *pd)
 
 /* ---- open / close ---- */
 
-/* What ibv_poll_cq's caller may ask of a CQ that has no event channel */
-static int sn_req_notify_cq(struct ibv_cq *cq, int solicited_only)
-{
-    return EOPNOTSUPP;
-}
-
 static void sn_context_init_ops(sn_context_t *ctx)
 {
     struct verbs_context *vctx = &ctx->vctx;
@@ -479,7 +511,7 @@ static void sn_context_init_ops(sn_context_t *ctx)
     vctx->context.ops.post_recv     = sn_rq_post_recv;
     vctx->context.ops.post_srq_recv = sn_post_srq_recv;
     vctx->context.ops.poll_cq       = sn_poll_cq;
-    vctx->context.ops.req_notify_cq = sn_req_notify_cq;
+    vctx->context.ops.req_notify_cq = sn_cq_req_notify; /* channel.c */
     vctx->query_port                = sn_port_query;
     vctx->query_device_ex           = sn_query_device_ex;
     vctx->create_cq_ex              = sn_create_cq_ex;

@@ -31,6 +31,7 @@
  * poll_cq: the last also drops what it read before in the call).
  */
 #include "softnic_int.h"
+#include "softnic_channel.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -363,6 +364,12 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
                                                                EINVAL;
         return NULL;
     }
+    if (attr->channel != NULL) {
+        errno = sn_cq_channel_check(context, attr->channel);
+        if (errno != 0) {
+            return NULL;
+        }
+    }
 
     cq = calloc(1, sizeof(*cq));
     if (cq == NULL) {
@@ -402,6 +409,7 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     sn_list_init(&cq->srqs);
     sn_list_init(&cq->send_qps);
     sn_list_init(&cq->send_busy);
+    sn_cq_channel_attach(cq);
     sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
     sn_ctx_unlock(ctx);
@@ -419,7 +427,9 @@ int softnic_destroy_cq(struct ibv_cq *ibv_cq)
         return EBUSY;       /* an SRQ or QP still completes here */
     }
     sn_list_del(&cq->link); /* the engine no longer sees it */
+    cq->armed = 0;
     sn_ctx_unlock(ctx);
+    sn_cq_channel_detach(cq);
     pthread_mutex_destroy(&cq->ex.mutex);
     pthread_cond_destroy(&cq->ex.cond);
     free(cq->cqe);

@@ -15,10 +15,17 @@ static inline bool sn_cq_has_room(const sn_cq_t *cq, unsigned n)
                                                    __ATOMIC_ACQUIRE)) >= n;
 }
 
+/* An armed CQ published entries: raises its event if one qualifies
+ * (softnic_channel.c) */
+void sn_cq_arm_judge(sn_cq_t *cq);
+
 /* The completions written so far become visible to software */
 static inline void sn_cq_publish(sn_cq_t *cq)
 {
     __atomic_store_n(&cq->ready, cq->tail, __ATOMIC_RELEASE);
+    if (sn_unlikely(cq->armed)) {
+        sn_cq_arm_judge(cq);
+    }
 }
 
 static inline bool sn_cq_is_overrun(const sn_cq_t *cq)
@@ -65,6 +72,7 @@ static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
     cqe->tm_info.tag  = 0;
     cqe->tm_info.priv = 0;
     cqe->kind         = SN_CQE_PLAIN;
+    cqe->solicited    = 0;
     cqe->tag_index    = SN_NO_TAG;
     cqe->srq          = NULL;
     return cqe;

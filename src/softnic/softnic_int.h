@@ -268,6 +268,7 @@ typedef struct sn_cqe {
     struct ibv_wc_tm_info tm_info;
     /* for the provider, at poll */
     uint8_t            kind;         /* sn_cqe_kind_t */
+    uint8_t            solicited;    /* a SEND with IBV_SEND_SOLICITED */
     uint16_t           hw_phase;     /* the NIC's count when it wrote it */
     uint32_t           tag_index;    /* SN_NO_TAG, or the entry it names */
     uint32_t           op_seq;       /* SN_CQE_TM_OP: the operation's */
@@ -294,6 +295,12 @@ struct sn_cq {
     int                overrun;      /* SN_CQ_ERR_* (softnic_async.c) */
     sn_cqe_t           lost;         /* where entries past an overrun go */
     sn_cqe_t           *held;        /* a match held back, or NULL */
+    /* completion events, under the device lock (softnic_channel.h) */
+    uint8_t            armed;        /* SN_CQ_ARM_*, 0 when not armed */
+    uint32_t           arm_next;     /* first entry the arm has not seen */
+    uint32_t           events_queued;   /* raised, not yet read */
+    uint32_t           events_reported; /* read (ibv_get_cq_event) */
+    sn_list_t          event_link;   /* in its channel's queue */
 };
 
 /*

@@ -59,6 +59,9 @@ void sn_port_init(sn_port_t *port)
     sn_port_env_pkeys(port);
 }
 
+static void sn_port_attr_fill(struct ibv_port_attr *port_attr, size_t len,
+                              const struct ibv_port_attr *a);
+
 int sn_port_query(struct ibv_context *context, uint8_t port_num,
                   struct ibv_port_attr *port_attr, size_t port_attr_len)
 {
@@ -81,9 +84,36 @@ int sn_port_query(struct ibv_context *context, uint8_t port_num,
     a.phys_state   = 5;                    /* LinkUp */
     a.active_width = 1;
     a.active_speed = 1;
-    memcpy(port_attr, &a,
-           (port_attr_len < sizeof(a)) ? port_attr_len : sizeof(a));
+    sn_port_attr_fill(port_attr, port_attr_len, &a);
     return 0;
+}
+
+/* The caller's whole struct, as libibverbs' __lib_query_port clears it
+ * before the provider fills it: what this build's struct has, zero past
+ * it, and a newer libibverbs' active_speed_ex where the caller has room */
+_Static_assert(offsetof(struct ibv_port_attr, port_cap_flags2) + 4 ==
+               SN_PORT_ATTR_SPEED_EX_OFFSET, "rdma-core's port attributes");
+
+static void sn_port_attr_fill(struct ibv_port_attr *port_attr, size_t len,
+                              const struct ibv_port_attr *a)
+{
+    uint32_t speed_ex = a->active_speed;    /* the kernel's, as is */
+
+    memset(port_attr, 0, len);
+    memcpy(port_attr, a, (len < sizeof(*a)) ? len : sizeof(*a));
+    if (len >= SN_PORT_ATTR_SPEED_EX_OFFSET + sizeof(speed_ex)) {
+        memcpy((char*)port_attr + SN_PORT_ATTR_SPEED_EX_OFFSET, &speed_ex,
+               sizeof(speed_ex));
+    }
+}
+
+/* libibverbs' exported ibv_query_port (IBVERBS_1.1) writes its struct
+ * _compat_ibv_port_attr: the fields up to flags */
+int softnic_query_port(struct ibv_context *context, uint8_t port_num,
+                       struct ibv_port_attr *port_attr)
+{
+    return sn_port_query(context, port_num, port_attr,
+                         offsetof(struct ibv_port_attr, port_cap_flags2));
 }
 
 /* As libibverbs' ibv_query_pkey: -1 and errno for an index beyond the

@@ -28,6 +28,11 @@
 #define SN_PKEY_FULL           0x8000    /* membership bit */
 #define SN_PKEY_PARTITION      0x7fff
 #define SN_PORT_EVENTS_MAX     8
+/* rdma-core 56's struct ibv_port_attr adds active_speed_ex after the
+ * layout of 44 (port_cap_flags2 at 48, padding to 52): a caller built
+ * against 56 passes the longer struct, which this build's headers may not
+ * have.  The ABI fixes the offset */
+#define SN_PORT_ATTR_SPEED_EX_OFFSET 52
 
 typedef struct sn_port {
     uint16_t           lid;
