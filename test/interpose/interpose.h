@@ -61,16 +61,4 @@ static inline int ivp_minus1_eopnotsupp(void)
     return -1;
 }
 
-/* interpose_pending.c, until softnic.h has them */
-struct ibv_comp_channel *softnic_create_comp_channel(struct ibv_context *c);
-int softnic_destroy_comp_channel(struct ibv_comp_channel *channel);
-struct ibv_cq *softnic_create_cq(struct ibv_context *context, int cqe,
-                                 void *cq_context,
-                                 struct ibv_comp_channel *channel,
-                                 int comp_vector);
-int softnic_resize_cq(struct ibv_cq *cq, int cqe);
-int softnic_get_cq_event(struct ibv_comp_channel *channel,
-                         struct ibv_cq **cq, void **cq_context);
-void softnic_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
-
 #endif

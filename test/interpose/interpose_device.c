@@ -225,21 +225,6 @@ IVP_EXPORT int (ibv_close_device)(struct ibv_context *context)
 
 /* ---- queries ---- */
 
-/* Until the software NIC has softnic_query_device: the extended query's
- * original part */
-static int softnic_query_device(struct ibv_context *context,
-                                struct ibv_device_attr *device_attr)
-{
-    struct ibv_device_attr_ex attr;
-    int ret;
-
-    ret = ibv_query_device_ex(context, NULL, &attr);
-    if (ret == 0) {
-        *device_attr = attr.orig_attr;
-    }
-    return ret;
-}
-
 IVP_EXPORT int (ibv_query_device)(struct ibv_context *context,
                                   struct ibv_device_attr *device_attr)
 {
@@ -250,21 +235,15 @@ IVP_EXPORT int (ibv_query_device)(struct ibv_context *context,
 }
 
 /* The exported function, which callers of older headers reach (the inline
- * ibv_query_port goes to the context's query_port): the whole struct of
- * these headers, as libibverbs' own */
+ * ibv_query_port goes to the context's query_port) */
 IVP_EXPORT int (ibv_query_port)(struct ibv_context *context, uint8_t port_num,
                                 struct _compat_ibv_port_attr *port_attr)
 {
-    struct verbs_context *vctx;
-
-    if (!ivp_soft(context)) {
-        return IVP_REAL(ibv_query_port, IVP_V1_1)(context, port_num,
-                                                  port_attr);
+    if (ivp_soft(context)) {
+        return softnic_query_port(context, port_num,
+                                  (struct ibv_port_attr *)port_attr);
     }
-    vctx = verbs_get_ctx(context);
-    return vctx->query_port(context, port_num,
-                            (struct ibv_port_attr *)port_attr,
-                            sizeof(struct ibv_port_attr));
+    return IVP_REAL(ibv_query_port, IVP_V1_1)(context, port_num, port_attr);
 }
 
 IVP_EXPORT int (ibv_query_gid)(struct ibv_context *context, uint8_t port_num,

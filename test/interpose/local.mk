@@ -9,8 +9,7 @@ test_interpose_libsoftnic_verbs_la_SOURCES = \
 	test/interpose/interpose_device.c \
 	test/interpose/interpose_objects.c \
 	test/interpose/interpose_unsupported.c \
-	test/interpose/interpose_compat.c \
-	test/interpose/interpose_pending.c
+	test/interpose/interpose_compat.c
 test_interpose_libsoftnic_verbs_la_CFLAGS  = $(AM_CFLAGS) -fvisibility=hidden
 test_interpose_libsoftnic_verbs_la_LIBADD  = src/softnic/libsoftnic.la \
 	src/matcher/libtm_matcher.la $(VERBS_LIBS) -ldl -lpthread
