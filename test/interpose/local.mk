@@ -35,3 +35,11 @@ EXTRA_DIST += test/interpose/softnic_verbs.map \
 # rdma-core's tag-matching test (python3-pyverbs)
 TESTS      += test/verbs_tools_test.sh test/tag_matching_test.sh
 EXTRA_DIST += test/verbs_tools_test.sh test/tag_matching_test.sh
+
+# The interposer as a program linked against libibverbs alone sees it (it
+# preloads the interposer itself; not under test/gtest/: the sanitizer
+# builds' check-gtest cannot preload a library into an instrumented program)
+check_PROGRAMS += test/interpose/test_interpose
+TESTS          += test/interpose/test_interpose
+test_interpose_test_interpose_SOURCES = test/interpose/test_interpose.cc
+test_interpose_test_interpose_LDADD   = $(VERBS_LIBS) $(GTEST_LIBS)
