@@ -20,6 +20,9 @@
 /* The version node of libibverbs' current functions, and of the 1.0 ABI */
 #define IVP_V1_0  "IBVERBS_1.0"
 #define IVP_V1_1  "IBVERBS_1.1"
+/* libibverbs' private node (IBVERBS_PABI_VERSION 34 in rdma-core 44 to 56;
+ * check-coverage.sh fails the build where it differs) */
+#define IVP_PRIVATE "IBVERBS_PRIVATE_34"
 
 /* The real libibverbs' function name@version; never NULL (a program cannot
  * have linked against a function its libibverbs lacks: when that happens

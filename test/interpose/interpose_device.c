@@ -333,6 +333,39 @@ IVP_EXPORT int (ibv_get_pkey_index)(struct ibv_context *context,
 }
 
 
+/* libibverbs' private ibv_query_gid_type (its driver.h), which rdma-core's
+ * own programs call (ibv_devinfo -v) */
+enum ibv_gid_type_sysfs {
+    IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+    IBV_GID_TYPE_SYSFS_ROCE_V2
+};
+
+IVP_EXPORT int ibv_query_gid_type(struct ibv_context *context,
+                                  uint8_t port_num, unsigned int index,
+                                  enum ibv_gid_type_sysfs *type);
+
+/* The sysfs type of a GID: InfiniBand and RoCE v1 read the same; -1 for
+ * a GID that is not there, as libibverbs */
+IVP_EXPORT int ibv_query_gid_type(struct ibv_context *context,
+                                  uint8_t port_num, unsigned int index,
+                                  enum ibv_gid_type_sysfs *type)
+{
+    struct ibv_gid_entry entry;
+
+    if (!ivp_soft(context)) {
+        return IVP_REAL(ibv_query_gid_type, IVP_PRIVATE)(context, port_num,
+                                                         index, type);
+    }
+    if (softnic_query_gid_ex(context, port_num, index, &entry, 0,
+                             sizeof(entry)) != 0) {
+        return -1;
+    }
+    *type = (entry.gid_type == IBV_GID_TYPE_ROCE_V2) ?
+            IBV_GID_TYPE_SYSFS_ROCE_V2 : IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
+    return 0;
+}
+
+
 /* ---- asynchronous events ---- */
 
 IVP_EXPORT int (ibv_get_async_event)(struct ibv_context *context,
