@@ -440,6 +440,7 @@ typedef struct sn_wqe {
     uint8_t            signaled;
     uint8_t            state;        /* SN_WQE_* */
     uint8_t            status;       /* completion status when DONE */
+    uint8_t            solicited;    /* SN_REC_F_SOLICITED or 0 */
     uint32_t           byte_len;
     uint32_t           imm_data;     /* SEND_WITH_IMM, big endian */
     /* what is needed to push it later (ring full, or earlier ones waiting) */

@@ -200,8 +200,8 @@ static bool sn_qp_push_write_imm(sn_qp_t *qp, sn_wqe_t *wqe)
         return false;
     }
     rec->write_len = wqe->byte_len;
-    sn_ring_publish(qp, rec, 0, SN_REC_F_IMM | SN_REC_F_WRITE,
-                    wqe->imm_data);
+    sn_ring_publish(qp, rec, 0, SN_REC_F_IMM | SN_REC_F_WRITE |
+                    wqe->solicited, wqe->imm_data);
     wqe->ring_end = qp->out_tail;
     wqe->state    = SN_WQE_SENT;
     return true;
@@ -235,8 +235,9 @@ static void sn_qp_push_wire(sn_qp_t *qp)
             }
             sn_wqe_gather(wqe, (uint8_t *)(rec + 1));
             sn_ring_publish(qp, rec, wqe->byte_len,
-                            (wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
-                            SN_REC_F_IMM : 0, wqe->imm_data);
+                            ((wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
+                             SN_REC_F_IMM : 0) | wqe->solicited,
+                            wqe->imm_data);
             wqe->ring_end = qp->out_tail;
             wqe->state    = SN_WQE_SENT;
         } else if (sn_unlikely(wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
@@ -350,6 +351,8 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
     wqe->wr_id      = wr->wr_id;
     wqe->opcode     = (uint8_t)wr->opcode;
     wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->solicited  = (wr->send_flags & IBV_SEND_SOLICITED) ?
+                      SN_REC_F_SOLICITED : 0;
     wqe->state      = SN_WQE_QUEUED;
     wqe->status     = IBV_WC_SUCCESS;
     wqe->byte_len   = (uint32_t)len;
@@ -413,8 +416,9 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
         dst += wr->sg_list[i].length;
     }
     sn_ring_publish(qp, rec, (uint32_t)len,
-                    (wr->opcode == IBV_WR_SEND_WITH_IMM) ? SN_REC_F_IMM : 0,
-                    wr->imm_data);
+                    ((wr->opcode == IBV_WR_SEND_WITH_IMM) ? SN_REC_F_IMM : 0) |
+                    ((wr->send_flags & IBV_SEND_SOLICITED) ?
+                     SN_REC_F_SOLICITED : 0), wr->imm_data);
     wqe->wr_id      = wr->wr_id;
     wqe->opcode     = (uint8_t)wr->opcode;
     wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);

@@ -246,6 +246,7 @@ void sn_srq_rx_error(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status)
 
 static inline void sn_wc_imm_fill(sn_cqe_t *wc, const sn_rec_t *rec)
 {
+    wc->solicited = !!(rec->flags & SN_REC_F_SOLICITED);
     if (rec->flags & SN_REC_F_IMM) {
         wc->wc_flags |= IBV_WC_WITH_IMM;
         wc->imm_data  = rec->imm_data;

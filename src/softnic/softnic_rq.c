@@ -524,6 +524,7 @@ static void sn_rq_complete(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec,
     wc->qp_num   = qp->ibv.qp_num;
     wc->src_qp   = qp->attr.dest_qp_num;
     wc->byte_len = byte_len;
+    wc->solicited = !!(rec->flags & SN_REC_F_SOLICITED);
     if (rec->flags & SN_REC_F_IMM) {
         wc->wc_flags = IBV_WC_WITH_IMM;
         wc->imm_data = rec->imm_data;

@@ -255,7 +255,9 @@ typedef struct sn_rec {
 enum { SN_REC_MSG = 1, SN_REC_PAD = 2, SN_REC_BACKLOG = 3 };
 /* SN_REC_F_WRITE: the immediate data of an RDMA WRITE with immediate,
  * whose data went before it (no payload; it consumes a receive) */
-enum { SN_REC_F_IMM = 1, SN_REC_F_WRITE = 2 };
+/* SN_REC_F_SOLICITED: the sender set IBV_SEND_SOLICITED (the solicited
+ * event bit: its receive completion raises a solicited-only arm) */
+enum { SN_REC_F_IMM = 1, SN_REC_F_WRITE = 2, SN_REC_F_SOLICITED = 4 };
 
 /* Ring bytes a record of len payload bytes takes (whole cache lines) */
 static inline uint32_t sn_rec_size(uint32_t len)
