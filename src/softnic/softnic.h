@@ -24,9 +24,13 @@
  * Nothing is interposed: libibverbs and its other users see nothing of it.
  *
  * Its addresses: port 1 is an InfiniBand port that requires a GRH
- * (IBV_QPF_GRH_REQUIRED), LID 0; its GID names the device (host, user,
- * process, device number).  Two software NICs reach each other when their
- * subnet prefixes (host and user) are equal.
+ * (IBV_QPF_GRH_REQUIRED), LID 1; its GID names the device (host, user), the
+ * same for every context of the host's user, as a NIC port's GID and LID
+ * are the port's.  QP and TM-SRQ numbers are the device's: unique among
+ * all its contexts in all processes, so that (GID, QP number) names one
+ * QP, whichever context reads the GID.  A QP connects with a GRH naming
+ * the device, or without one to the port's LID.  Two software NICs reach
+ * each other when their subnet prefixes (host and user) are equal.
  *
  * The environment variable SOFTNIC_LINK_LAYER, read when a device is
  * opened, makes port 1 an Ethernet (RoCE v2) port with "eth" ("ethernet",

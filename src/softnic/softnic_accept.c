@@ -5,7 +5,8 @@
  * softnic_dv_connect_qp_to_srq() connects a pair of QPs in INIT (a sending
  * and a receive-only one) to a remote TM-SRQ instead of a remote QP: it
  * creates the rings and leaves a request in the SRQ's accept queue (a
- * shared-memory segment named by the SRQ number); the remote NIC accepts it
+ * shared-memory segment named by the SRQ number, whose owner the device's
+ * registry gives: softnic_wire.h); the remote NIC accepts it
  * with a pair of its own (passive, owned by the SRQ) when it next runs
  * (sn_srq_accept), and destroys them with the SRQ.  softnic_dv_srq_conn()
  * finds an accepted pair from a completion's QP number.
@@ -20,28 +21,32 @@
  * software's rendezvous reads) */
 #define SN_PASSIVE_SEND_WR  256
 
-/* Posts a request in the remote SRQ's accept queue */
-static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
-                          const sn_accept_slot_t *req)
+/* Numbers of the rings of ours that the accepted QPs take in from ('r'
+ * segments): the process's own, since the segment's name carries the
+ * process */
+static _Atomic uint32_t sn_next_ring_num = 1;
+
+/* Posts a request in the accept queue of the SRQ srq_num, of the context
+ * dev_seq of process owner */
+static int sn_srq_request(const sn_proc_id_t *owner, uint32_t dev_seq,
+                          uint32_t srq_num, const sn_accept_slot_t *req)
 {
-    sn_proc_id_t proc;
     sn_srq_seg_t *seg;
     sn_shm_t shm;
     uint32_t i, expected;
     char name[96];
     int ret;
 
-    ret = sn_seg_name_of_peer(name, sizeof(name), peer, 's', srq_num, &proc);
-    if (ret == 0) {
-        ret = sn_shm_attach(&shm, name);
-    }
+    sn_seg_name(name, sizeof(name), owner, dev_seq, 's', srq_num);
+    ret = sn_shm_attach(&shm, name);
     if (ret != 0) {
         sn_error("cannot reach SRQ %u of device %u of process %u: %s",
-                 srq_num, peer->dev_seq, peer->pid, strerror(ret));
+                 srq_num, dev_seq, owner->pid, strerror(ret));
         return ECONNREFUSED;
     }
     seg = shm.base;
     if ((shm.size < sizeof(*seg)) || (seg->hdr.magic != SN_MAGIC) ||
+        (seg->hdr.version != SN_VERSION) ||
         (seg->hdr.kind != SN_SEG_SRQ) || atomic_load(&seg->hdr.closed)) {
         sn_shm_detach(&shm);
         return ECONNREFUSED;
@@ -70,16 +75,16 @@ static int sn_srq_request(const sn_dev_addr_t *peer, uint32_t srq_num,
     return ret;
 }
 
-/* Active side, one QP: it produces into a ring of ours named by a number no
- * QP takes (the accepted QP's inbound ring) */
+/* Active side, one QP: it produces into a ring of ours ('r', not a QP's:
+ * the accepted QP's inbound ring) */
 static int sn_qp_out_to_new_ring(sn_context_t *ctx, sn_qp_t *qp,
                                  const sn_proc_id_t *proc, uint16_t dev_seq,
                                  uint32_t *ring_qpn)
 {
     int ret;
 
-    *ring_qpn = sn_qp_num_new();
-    ret       = sn_ring_create(ctx, *ring_qpn, &qp->out_shm);
+    *ring_qpn = atomic_fetch_add(&sn_next_ring_num, 1);
+    ret       = sn_ring_create(ctx, 'r', *ring_qpn, &qp->out_shm);
     if (ret != 0) {
         return ret;
     }
@@ -112,6 +117,7 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp
     sn_accept_slot_t req;
     sn_dev_addr_t peer;
     sn_proc_id_t proc;
+    uint32_t dev_seq;
     int ret;
 
     if (!sn_is_softnic(ibv_qp->context) || (ibv_rx_qp == NULL) ||
@@ -129,11 +135,10 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp
     if (!sn_reachable(ctx, &peer)) {
         return EHOSTUNREACH;
     }
-    if (sn_proc_start_time((pid_t)peer.pid, &proc.start_time) != 0) {
+    if (sn_num_owner(peer.uid, 's', srq_num, &proc, &dev_seq) != 0) {
+        sn_error("no SRQ %u on the device", srq_num);
         return ECONNREFUSED;
     }
-    proc.pid = peer.pid;
-    proc.uid = ctx->proc.uid;
 
     memset(&req, 0, sizeof(req));
     req.out_qpn    = qp->ibv.qp_num;
@@ -142,17 +147,18 @@ int softnic_dv_connect_qp_to_srq(struct ibv_qp *ibv_qp, struct ibv_qp *ibv_rx_qp
     req.host_id    = ctx->host_id;
     req.dev_seq    = ctx->dev_seq;
     sn_ctx_lock(ctx);
-    ret = sn_qp_out_to_new_ring(ctx, qp, &proc, peer.dev_seq, &req.in_qpn);
+    ret = sn_qp_out_to_new_ring(ctx, qp, &proc, (uint16_t)dev_seq,
+                                &req.in_qpn);
     if (ret != 0) {
         sn_ctx_unlock(ctx);
         return ret;
     }
-    ret = sn_qp_out_to_new_ring(ctx, rx_qp, &proc, peer.dev_seq,
+    ret = sn_qp_out_to_new_ring(ctx, rx_qp, &proc, (uint16_t)dev_seq,
                                 &req.rx_in_qpn);
     if (ret != 0) {
         goto err_undo_qp;
     }
-    ret = sn_srq_request(&peer, srq_num, &req);
+    ret = sn_srq_request(&proc, dev_seq, srq_num, &req);
     if (ret != 0) {
         goto err_undo_rx_qp;
     }
@@ -170,14 +176,13 @@ err_undo_qp:
     return ret;
 }
 
-/* Passive side: one QP of an accepted pair, taking in from in_qpn and
- * producing into out_qpn of the requester */
-static int sn_qp_accept_one(sn_srq_t *srq, const sn_dev_addr_t *peer,
+/* Passive side: one QP of an accepted pair, taking in from the ring in_qpn
+ * ('r') and producing into the ring of the requester's QP out_qpn */
+static int sn_qp_accept_one(sn_srq_t *srq, const sn_accept_slot_t *req,
                             uint32_t max_send_wr, uint32_t in_qpn,
                             uint32_t out_qpn, sn_qp_t **qp_p)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
-    sn_proc_id_t proc;
     sn_qp_t *qp;
     int ret;
 
@@ -187,16 +192,17 @@ static int sn_qp_accept_one(sn_srq_t *srq, const sn_dev_addr_t *peer,
         return ENOMEM;
     }
     qp->passive = true;
-    ret = sn_ring_attach(peer, in_qpn, &qp->in_shm, &proc);
+    ret = sn_ring_attach(&req->proc, req->dev_seq, 'r', in_qpn, &qp->in_shm);
     if (ret != 0) {
         goto err_free;
     }
     sn_qp_set_in(qp);
-    ret = sn_ring_attach(peer, out_qpn, &qp->out_shm, &proc);
+    ret = sn_ring_attach(&req->proc, req->dev_seq, 'q', out_qpn,
+                         &qp->out_shm);
     if (ret != 0) {
         goto err_detach_in;
     }
-    ret = sn_qp_set_out(ctx, qp, &proc, peer->dev_seq);
+    ret = sn_qp_set_out(ctx, qp, &req->proc, (uint16_t)req->dev_seq);
     if (ret != 0) {
         goto err_detach_out;
     }
@@ -218,21 +224,16 @@ static int sn_qp_accept(sn_srq_t *srq, const sn_accept_slot_t *req)
 {
     sn_context_t *ctx = sn_ctx(srq->ibv.context);
     sn_qp_t *qp, *rx_qp;
-    sn_dev_addr_t peer;
     int ret;
 
     if ((req->host_id != ctx->host_id) || (req->proc.uid != ctx->proc.uid)) {
         return EHOSTUNREACH;
     }
-    peer.host_id = req->host_id;
-    peer.pid     = req->proc.pid;
-    peer.dev_seq = (uint16_t)req->dev_seq;
-
-    ret = sn_qp_accept_one(srq, &peer, 0, req->in_qpn, req->out_qpn, &rx_qp);
+    ret = sn_qp_accept_one(srq, req, 0, req->in_qpn, req->out_qpn, &rx_qp);
     if (ret != 0) {
         return ret;
     }
-    ret = sn_qp_accept_one(srq, &peer, SN_PASSIVE_SEND_WR, req->rx_in_qpn,
+    ret = sn_qp_accept_one(srq, req, SN_PASSIVE_SEND_WR, req->rx_in_qpn,
                            req->rx_out_qpn, &qp);
     if (ret != 0) {
         sn_qp_destroy(rx_qp);

@@ -71,7 +71,14 @@ int softnic_dv_is_softnic(struct ibv_context *context)
 }
 
 
-/* ---- GID: the device's address ---- */
+/* ---- GID: the device's address ----
+ *
+ * One GID for the device, as a NIC's port has (its GID table is the
+ * port's, not an open context's): every context of the host's user reads
+ * the same one, and a QP or SRQ number, unique on the device, finds its
+ * owner through the registry (softnic_wire.h).  The GID says only whose
+ * device it is: host and user.
+ */
 
 static uint16_t sn_uid_hash(uint32_t uid)
 {
@@ -104,8 +111,8 @@ void sn_gid_pack(union ibv_gid *gid, const sn_dev_addr_t *addr)
     raw[1] = SN_GID_MARK;
     sn_put_be(raw + 2, addr->host_id, 4);
     sn_put_be(raw + 6, addr->uid_hash, 2);
-    sn_put_be(raw + 8, addr->pid, 4);
-    sn_put_be(raw + 12, addr->dev_seq, 2);
+    sn_put_be(raw + 8, addr->uid, 4);
+    sn_put_be(raw + 12, 0, 2);           /* the device: there is one */
     raw[14] = SN_GID_MARK;
     raw[15] = (uint8_t)SN_VERSION;
 }
@@ -120,8 +127,7 @@ bool sn_gid_unpack(const union ibv_gid *gid, sn_dev_addr_t *addr)
     }
     addr->host_id  = (uint32_t)sn_get_be(raw + 2, 4);
     addr->uid_hash = (uint16_t)sn_get_be(raw + 6, 2);
-    addr->pid      = (uint32_t)sn_get_be(raw + 8, 4);
-    addr->dev_seq  = (uint16_t)sn_get_be(raw + 12, 2);
+    addr->uid      = (uint32_t)sn_get_be(raw + 8, 4);
     return true;
 }
 
@@ -129,7 +135,8 @@ bool sn_gid_unpack(const union ibv_gid *gid, sn_dev_addr_t *addr)
 bool sn_reachable(const sn_context_t *ctx, const sn_dev_addr_t *peer)
 {
     return (peer->host_id == ctx->host_id) &&
-           (peer->uid_hash == sn_uid_hash(ctx->proc.uid));
+           (peer->uid_hash == sn_uid_hash(ctx->proc.uid)) &&
+           (peer->uid == ctx->proc.uid);
 }
 
 int softnic_query_gid(struct ibv_context *context, uint8_t port_num,
@@ -574,8 +581,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
 
     addr.host_id  = ctx->host_id;
     addr.uid_hash = sn_uid_hash(ctx->proc.uid);
-    addr.pid      = ctx->proc.pid;
-    addr.dev_seq  = ctx->dev_seq;
+    addr.uid      = ctx->proc.uid;
     sn_gid_pack(&ctx->gid, &addr);
 
     sn_debug("opened device %u of process %u", ctx->dev_seq, ctx->proc.pid);

@@ -27,7 +27,8 @@
  *                      own, basic SRQs), RNR and NAKs (softnic_rq.h)
  *   softnic_comp.c     completer: send completions in order, peer liveness,
  *                      errors
- *   softnic_wire.c     shared-memory segments, processes, leftovers
+ *   softnic_wire.c     shared-memory segments, processes, leftovers,
+ *                      the registry of the device's QP and SRQ numbers
  *   softnic_engine.c   the device's engine thread (SOFTNIC_PROGRESS_THREAD),
  *                      its doorbell, the device lock
  *   softnic_test.c     test steering (softnic_test.h)
@@ -105,7 +106,8 @@
 /* Messages of one QP taken in a row (sn_srq_run_arrivals) */
 #define SN_ARRIVAL_BURST       16
 
-/* GID: prefix {0xfd, 'S', host id, user}; id {pid, device, 'S', version} */
+/* GID: prefix {0xfd, 'S', host id, user hash}; id {uid, 0, 'S', version}:
+ * one per device (every context of the host's user) */
 #define SN_GID_MARK            0x53
 
 
@@ -142,12 +144,12 @@ typedef struct sn_shm {
     sn_list_t       owned_link; /* in the process's list of its segments */
 } sn_shm_t;
 
-/* What a GID says of a device */
+/* What a GID says of a device: whose it is.  Which process owns a QP or
+ * SRQ of it the device's registry says (sn_num_owner) */
 typedef struct sn_dev_addr {
     uint32_t        host_id;    /* hash of the boot id: same host only */
     uint16_t        uid_hash;   /* process_vm_* needs the same user */
-    uint32_t        pid;
-    uint16_t        dev_seq;    /* device number within the process */
+    uint32_t        uid;        /* whose registry names its QPs */
 } sn_dev_addr_t;
 
 
@@ -383,8 +385,10 @@ struct sn_srq {
     struct ibv_srq     ibv;
     sn_list_t          link;         /* in cq->srqs */
     sn_cq_t            *cq;
-    /* accept queue for softnic_dv_connect_qp_to_srq: the SRQ number */
+    /* accept queue for softnic_dv_connect_qp_to_srq: the SRQ number, the
+     * device's (TM-SRQ: its registry entry, num_entry) */
     uint32_t           num;
+    sn_shm_t           num_entry;
     sn_shm_t           shm;
     sn_srq_seg_t       *seg;
     uint32_t           accepted;     /* requests taken from seg */
@@ -472,6 +476,7 @@ typedef struct sn_fin {
 
 struct sn_qp {
     struct ibv_qp      ibv;          /* ibv.state: RESET .. ERR */
+    sn_shm_t           num_entry;    /* ibv.qp_num's registry entry */
     sn_list_t          ctx_link;     /* in ctx->qps */
     sn_list_t          srq_link;     /* in srq->qps */
     sn_list_t          cq_link;      /* in send_cq->send_qps */
@@ -601,8 +606,6 @@ bool sn_proc_pid_alive(uint32_t pid);    /* any process of that pid */
 uint32_t sn_host_id(void);
 void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
                  uint32_t dev_seq, char kind, uint32_t num);
-int  sn_seg_name_of_peer(char *buf, size_t len, const sn_dev_addr_t *peer,
-                         char kind, uint32_t num, sn_proc_id_t *proc);
 int  sn_shm_create(sn_shm_t *shm, const char *name, size_t size);
 int  sn_shm_attach(sn_shm_t *shm, const char *name);
 bool sn_shm_is_ours(const sn_shm_t *shm);
@@ -611,6 +614,15 @@ void sn_shm_detach(sn_shm_t *shm);
 void sn_seg_hdr_init(sn_seg_hdr_t *hdr, const sn_proc_id_t *owner,
                      uint32_t kind);
 void sn_reclaim_leftovers(void);
+/* The device's numbers (kind 'q': QPs, 's': TM-SRQs), unique among the
+ * processes of the user: one taken for the owner's context dev_seq and
+ * published (0, or an errno; ENOMEM when none is free), given back, and
+ * who owns one (ENOENT: no one; ESRCH: a process that died) */
+int  sn_num_alloc(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
+                  uint32_t *num, sn_shm_t *entry);
+void sn_num_free(sn_shm_t *entry);
+int  sn_num_owner(uint32_t uid, char kind, uint32_t num, sn_proc_id_t *owner,
+                  uint32_t *dev_seq);
 
 /* False in a forked child holding a copy of its parent's context: it must
  * not touch the shared state the parent's peers see */
@@ -690,10 +702,10 @@ static inline sn_tag_t *sn_srq_tag_match(sn_srq_t *srq, uint64_t msg_tag)
 }
 
 /* softnic_qp.c */
-uint32_t sn_qp_num_new(void);
-int  sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm);
-int  sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn, sn_shm_t *shm,
-                    sn_proc_id_t *proc);
+int  sn_ring_create(sn_context_t *ctx, char kind, uint32_t num,
+                    sn_shm_t *shm);
+int  sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
+                    uint32_t num, sn_shm_t *shm);
 void sn_qp_set_in(sn_qp_t *qp);
 int  sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
                    const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq);

@@ -52,7 +52,7 @@ static void sn_port_env_pkeys(sn_port_t *port)
 void sn_port_init(sn_port_t *port)
 {
     memset(port, 0, sizeof(*port));
-    port->lid      = 0;
+    port->lid      = SN_PORT_LID;
     port->mtu      = IBV_MTU_4096;
     port->pkeys[0] = SN_PKEY_DEFAULT;
     port->npkeys   = 1;
@@ -80,7 +80,9 @@ int sn_port_query(struct ibv_context *context, uint8_t port_num,
     a.pkey_tbl_len = ctx->port.npkeys;
     a.lid          = ctx->port.lid;
     a.link_layer   = ctx->link_layer;
-    a.flags        = IBV_QPF_GRH_REQUIRED; /* the GID names the peer */
+    /* the transport and UCX address the device with a GRH; a QP may still
+     * be connected without one to the port's LID (sn_qp_av_uid) */
+    a.flags        = IBV_QPF_GRH_REQUIRED;
     a.phys_state   = 5;                    /* LinkUp */
     a.active_width = 1;
     a.active_speed = 1;

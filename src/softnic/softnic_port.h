@@ -23,6 +23,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Port 1's LID, the device's (every context reads it), as a subnet
+ * manager assigns one: nonzero (0 is no LID; ibv_rc_pingpong refuses it).
+ * A QP connected without a GRH to this LID reaches a QP of the device */
+#define SN_PORT_LID            1
 #define SN_PKEY_TBL_MAX        16
 #define SN_PKEY_DEFAULT        0xffff
 #define SN_PKEY_FULL           0x8000    /* membership bit */

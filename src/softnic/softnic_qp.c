@@ -7,10 +7,13 @@
  * writes into.  It is set up as on a NIC:
  *   RESET -> INIT   port, access flags, P_Key index (below the port's
  *                   table: softnic_port.h);
- *   INIT  -> RTR    the peer's address (the GID of the GRH, which names its
- *                   device) and QP number: the QP maps the peer's inbound
- *                   ring and becomes its producer; messages that arrive
- *                   are taken from now on;
+ *   INIT  -> RTR    the peer's address and QP number: the GID of the GRH
+ *                   names the device (host and user), or, without a GRH,
+ *                   the port's own LID names ours; the QP number, unique
+ *                   on the device, names the QP, whose owner the device's
+ *                   registry gives (softnic_wire.h).  The QP maps the
+ *                   peer's inbound ring and becomes its producer; messages
+ *                   that arrive are taken from now on;
  *   RTR   -> RTS    sends may be posted;
  *   any   -> ERR    outstanding requests complete with IBV_WC_WR_FLUSH_ERR
  *                   and the peer sees the QP gone; once its last work is
@@ -39,24 +42,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Atomic uint32_t sn_next_qp_num = 0x100;
-
-uint32_t sn_qp_num_new(void)
-{
-    return atomic_fetch_add(&sn_next_qp_num, 1) & 0xffffff;
-}
-
-
 /* ---- rings ---- */
 
-/* Creates a ring segment of ours (q<qpn>) */
-int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
+/* Creates a ring segment of ours (kind 'q': a QP's, 'r': softnic_accept.c) */
+int sn_ring_create(sn_context_t *ctx, char kind, uint32_t num, sn_shm_t *shm)
 {
     sn_ring_ctl_t *ring;
     char name[96];
     int ret;
 
-    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 'q', qpn);
+    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, kind, num);
     ret = sn_shm_create(shm, name, sn_ring_seg_size(ctx->ring_size));
     if (ret != 0) {
         return ret;
@@ -67,25 +62,25 @@ int sn_ring_create(sn_context_t *ctx, uint32_t qpn, sn_shm_t *shm)
     return 0;
 }
 
-/* Maps a ring segment of the device peer (q<qpn>) and checks it */
-int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn, sn_shm_t *shm,
-                   sn_proc_id_t *proc)
+/* Maps a ring segment of the context dev_seq of process owner and checks
+ * it */
+int sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
+                   uint32_t num, sn_shm_t *shm)
 {
     sn_ring_ctl_t *ring;
     char name[96];
     int ret;
 
-    ret = sn_seg_name_of_peer(name, sizeof(name), peer, 'q', qpn, proc);
-    if (ret == 0) {
-        ret = sn_shm_attach(shm, name);
-    }
+    sn_seg_name(name, sizeof(name), owner, dev_seq, kind, num);
+    ret = sn_shm_attach(shm, name);
     if (ret != 0) {
-        sn_debug("no QP 0x%x of device %u of process %u: %s", qpn,
-                 peer->dev_seq, peer->pid, strerror(ret));
+        sn_debug("no ring %c0x%x of device %u of process %u: %s", kind, num,
+                 dev_seq, owner->pid, strerror(ret));
         return ECONNREFUSED;
     }
     ring = shm->base;
     if ((shm->size < sizeof(*ring)) || (ring->hdr.magic != SN_MAGIC) ||
+        (ring->hdr.version != SN_VERSION) ||
         (ring->hdr.kind != SN_SEG_RING) || (ring->size == 0) ||
         (ring->size & (ring->size - 1)) ||
         (shm->size < sn_ring_seg_size(ring->size)) ||
@@ -93,7 +88,6 @@ int sn_ring_attach(const sn_dev_addr_t *peer, uint32_t qpn, sn_shm_t *shm,
         sn_shm_detach(shm);
         return ECONNREFUSED;
     }
-    proc->uid = ring->hdr.owner.uid;
     return 0;
 }
 
@@ -152,7 +146,12 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     qp->rx_only = (max_send_wr == 0);
     qp->sq_mask = sn_roundup_pow2(qp->sq_size) - 1;
     qp->sq      = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
-    if (qp->sq == NULL) {
+    /* its number, the device's: taken in the registry, as a NIC's
+     * firmware gives it (a slow path, as creation is on a NIC) */
+    if ((qp->sq == NULL) ||
+        (sn_num_alloc(&ctx->proc, ctx->dev_seq, 'q', &qp->ibv.qp_num,
+                      &qp->num_entry) != 0)) {
+        free(qp->sq);
         free(qp);
         return NULL;
     }
@@ -170,7 +169,6 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     qp->ibv.send_cq     = (struct ibv_cq*)&cq->ex;
     qp->ibv.recv_cq     = (struct ibv_cq*)&srq->cq->ex;
     qp->ibv.srq         = &srq->ibv;
-    qp->ibv.qp_num      = sn_qp_num_new();
     qp->ibv.handle      = qp->ibv.qp_num;
     qp->ibv.state       = IBV_QPS_RESET;
     qp->ibv.qp_type     = IBV_QPT_RC;
@@ -196,6 +194,7 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
 
 void sn_qp_free(sn_qp_t *qp)
 {
+    sn_num_free(&qp->num_entry);    /* after its ring: nobody finds it */
     pthread_mutex_destroy(&qp->ibv.mutex);
     pthread_cond_destroy(&qp->ibv.cond);
     free(qp->fins);
@@ -309,7 +308,7 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     qp->ibv.recv_cq    = attr->recv_cq;
     qp->ibv.qp_context = attr->qp_context;
     qp->sq_sig_all     = attr->sq_sig_all;
-    ret = sn_ring_create(ctx, qp->ibv.qp_num, &qp->in_shm);
+    ret = sn_ring_create(ctx, 'q', qp->ibv.qp_num, &qp->in_shm);
     if (ret != 0) {
         sn_qp_free(qp);
         sn_qp_destroy_rq(srq, attr);
@@ -448,28 +447,65 @@ void sn_qp_set_error(sn_qp_t *qp)
     sn_rq_qp_error(qp);          /* its own receives are flushed */
 }
 
-/* INIT -> RTR: the peer is the QP dest_qp_num of the device the GID names */
-static int sn_qp_to_rtr(sn_qp_t *qp, const struct ibv_qp_attr *attr)
+/*
+ * Whose device the address names: the GID's user, or, without a GRH, ours
+ * when dlid is the port's LID (as on an InfiniBand port, where the LID
+ * routes within the subnet; a RoCE address needs a GRH, as the kernel
+ * says: EINVAL).  A GID of another host or user is unreachable.
+ */
+static int sn_qp_av_uid(sn_context_t *ctx, const struct ibv_ah_attr *ah,
+                        uint32_t *uid)
 {
-    sn_context_t *ctx = sn_qp_ctx(qp);
-    sn_proc_id_t proc;
     sn_dev_addr_t peer;
-    int ret;
 
-    if (!attr->ah_attr.is_global || (attr->ah_attr.port_num != 1) ||
-        !sn_gid_unpack(&attr->ah_attr.grh.dgid, &peer)) {
-        sn_debug("QP 0x%x: RTR needs a GRH naming a software NIC",
-                 qp->ibv.qp_num);
+    if (ah->port_num != 1) {
+        return EINVAL;
+    }
+    if (!ah->is_global) {
+        if ((ctx->link_layer != IBV_LINK_LAYER_INFINIBAND) ||
+            (ctx->port.lid == 0) || (ah->dlid != ctx->port.lid)) {
+            return EINVAL;
+        }
+        *uid = ctx->proc.uid;
+        return 0;
+    }
+    if (!sn_gid_unpack(&ah->grh.dgid, &peer)) {
         return EINVAL;
     }
     if (!sn_reachable(ctx, &peer)) {
         return EHOSTUNREACH;
     }
-    ret = sn_ring_attach(&peer, attr->dest_qp_num, &qp->out_shm, &proc);
+    *uid = peer.uid;
+    return 0;
+}
+
+/* INIT -> RTR: the peer is the QP dest_qp_num of the device the address
+ * names; the registry says which process and context own it */
+static int sn_qp_to_rtr(sn_qp_t *qp, const struct ibv_qp_attr *attr)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    sn_proc_id_t owner;
+    uint32_t uid, dev_seq;
+    int ret;
+
+    ret = sn_qp_av_uid(ctx, &attr->ah_attr, &uid);
+    if (ret != 0) {
+        sn_debug("QP 0x%x: RTR needs a GRH naming a software NIC, or the "
+                 "port's LID", qp->ibv.qp_num);
+        return ret;
+    }
+    ret = sn_num_owner(uid, 'q', attr->dest_qp_num, &owner, &dev_seq);
+    if (ret != 0) {
+        sn_debug("QP 0x%x: no QP 0x%x on the device: %s", qp->ibv.qp_num,
+                 attr->dest_qp_num, strerror(ret));
+        return ECONNREFUSED;
+    }
+    ret = sn_ring_attach(&owner, dev_seq, 'q', attr->dest_qp_num,
+                         &qp->out_shm);
     if (ret != 0) {
         return ret;
     }
-    ret = sn_qp_set_out(ctx, qp, &proc, peer.dev_seq);
+    ret = sn_qp_set_out(ctx, qp, &owner, (uint16_t)dev_seq);
     if (ret != 0) {
         sn_shm_detach(&qp->out_shm);
     }

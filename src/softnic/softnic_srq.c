@@ -150,7 +150,12 @@ static int sn_srq_seg_create(sn_context_t *ctx, sn_srq_t *srq)
     char name[96];
     int ret;
 
-    srq->num = ctx->next_srq_num++;
+    /* the device's number: peers find the SRQ by it */
+    ret = sn_num_alloc(&ctx->proc, ctx->dev_seq, 's', &srq->num,
+                       &srq->num_entry);
+    if (ret != 0) {
+        return ret;
+    }
     sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 's', srq->num);
     ret = sn_shm_create(&srq->shm, name, sizeof(sn_srq_seg_t));
     if (ret != 0) {
@@ -163,6 +168,7 @@ static int sn_srq_seg_create(sn_context_t *ctx, sn_srq_t *srq)
 
 static void sn_srq_free(sn_srq_t *srq)
 {
+    sn_num_free(&srq->num_entry);
     tm_matcher_cleanup(&srq->listed);
     free(srq->rbufs);
     free(srq->tags);

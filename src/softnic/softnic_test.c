@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
 /* With an engine, steering takes the device lock (the engine's work
  * waits) and publishes what a step completed */
@@ -304,4 +305,15 @@ void softnic_test_shm_prefix(char *buf, size_t len)
     sn_proc_self(&self);
     snprintf(buf, len, SN_SHM_PREFIX "%u.%llu.", self.pid,
              (unsigned long long)self.start_time);
+}
+
+int softnic_test_num_owner(char kind, uint32_t num, uint32_t *pid)
+{
+    sn_proc_id_t owner = { 0 };
+    uint32_t dev_seq;
+    int ret;
+
+    ret  = sn_num_owner((uint32_t)getuid(), kind, num, &owner, &dev_seq);
+    *pid = owner.pid;
+    return ret;
 }

@@ -188,6 +188,10 @@ int  softnic_test_port_event(struct ibv_context *context,
 
 /* Shared-memory object name prefix of this process ("/dev/shm/<prefix>*") */
 void softnic_test_shm_prefix(char *buf, size_t len);
+/* Who the device's registry says owns QP number qp_num ('q') or TM-SRQ
+ * number ('s') of this user: 0 and its pid, ENOENT (no entry) or ESRCH
+ * (an entry left by a process that died) */
+int  softnic_test_num_owner(char kind, uint32_t num, uint32_t *pid);
 
 #ifdef __cplusplus
 }

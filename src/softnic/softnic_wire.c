@@ -4,7 +4,10 @@
  *
  * The owner unlinks its segments when it destroys them and at exit; a
  * process killed before that leaves them behind, and the next device
- * opened on the host unlinks those whose owner is gone.
+ * opened on the host unlinks those whose owner is gone.  The device's
+ * numbers (QP, TM-SRQ) and their owners, kept in the same directory as
+ * symbolic links, are taken, read and given back here too (the registry,
+ * softnic_wire.h).
  */
 #include "softnic_int.h"
 
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -185,23 +189,6 @@ void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
     }
 }
 
-/* A peer's segment name, from what its GID says: the start time of the
- * process that has the pid now.  ESRCH when there is none. */
-int sn_seg_name_of_peer(char *buf, size_t len, const sn_dev_addr_t *peer,
-                        char kind, uint32_t num, sn_proc_id_t *proc)
-{
-    int ret;
-
-    proc->pid = peer->pid;
-    proc->uid = 0;
-    ret       = sn_proc_start_time((pid_t)peer->pid, &proc->start_time);
-    if (ret != 0) {
-        return ESRCH;
-    }
-    sn_seg_name(buf, len, proc, peer->dev_seq, kind, num);
-    return 0;
-}
-
 static void sn_owned_atexit(void)
 {
     sn_shm_t *shm;
@@ -355,25 +342,209 @@ void sn_seg_hdr_init(sn_seg_hdr_t *hdr, const sn_proc_id_t *owner,
     hdr->magic   = SN_MAGIC;
 }
 
-/* Unlinks the segments of processes that died without cleaning up */
+/* ---- the device's numbers (softnic_wire.h) ---- */
+
+#define SN_NUM_MIN    0x100     /* below: QP0, QP1 and what no NIC gives */
+#define SN_NUM_MAX    0xffffff  /* 24 bits */
+#define SN_NUM_TRIES  4096      /* then the device is out of numbers */
+
+static pthread_mutex_t sn_num_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t sn_num_pid;
+static uint32_t sn_num_cursor;
+
+static void sn_num_name(char *buf, size_t len, uint32_t uid, char kind,
+                        uint32_t num)
+{
+    snprintf(buf, len, SN_SHM_PREFIX "u%u.%c%u", uid, kind, num);
+}
+
+/* What an entry points to: the owner's device segment name, less the
+ * prefix */
+static void sn_num_target(char *buf, size_t len, const sn_proc_id_t *owner,
+                          uint32_t dev_seq)
+{
+    snprintf(buf, len, "%u.%llu.d%u", owner->pid,
+             (unsigned long long)owner->start_time, dev_seq);
+}
+
+/* The next number to try.  Each process starts at a place of its own in
+ * the space (a hash of its identity), so that processes seldom try the
+ * same numbers: the first try nearly always succeeds. */
+static uint32_t sn_num_candidate(const sn_proc_id_t *self)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&sn_num_lock);
+    if (sn_num_pid != getpid()) {   /* first use, or a forked child */
+        sn_num_pid    = getpid();
+        sn_num_cursor = (self->pid * 2654435761u) ^
+                        ((uint32_t)self->start_time * 40503u);
+    }
+    n = SN_NUM_MIN + (sn_num_cursor++ % (SN_NUM_MAX - SN_NUM_MIN + 1));
+    pthread_mutex_unlock(&sn_num_lock);
+    return n;
+}
+
+int sn_num_alloc(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
+                 uint32_t *num, sn_shm_t *entry)
+{
+    char target[64], path[160];
+    uint32_t n;
+    int i, ret;
+
+    sn_num_target(target, sizeof(target), owner, dev_seq);
+    for (i = 0; i < SN_NUM_TRIES; ++i) {
+        n = sn_num_candidate(owner);
+        sn_num_name(entry->name, sizeof(entry->name), owner->uid, kind, n);
+        snprintf(path, sizeof(path), SN_SHM_DIR "/%s", entry->name);
+        if (symlink(target, path) == 0) {
+            entry->base  = NULL;
+            entry->size  = 0;
+            entry->owner = getpid();
+            sn_owned_add(entry);    /* unlinked at exit */
+            *num = n;
+            return 0;
+        }
+        if (errno != EEXIST) {      /* taken: the next one */
+            ret = errno;
+            sn_error("symlink(%s) failed: %s", path, strerror(ret));
+            entry->name[0] = '\0';
+            return ret;
+        }
+    }
+    sn_error("no free %c number after %d tries", kind, SN_NUM_TRIES);
+    entry->name[0] = '\0';
+    return ENOMEM;
+}
+
+void sn_num_free(sn_shm_t *entry)
+{
+    if (sn_shm_is_ours(entry)) {    /* not a forked child's copy */
+        sn_owned_remove(entry);
+        shm_unlink(entry->name);
+    }
+    entry->name[0] = '\0';
+}
+
+/* The owner an entry names: 0, ENOENT (none), EINVAL (not an entry) */
+static int sn_num_read(const char *name, sn_proc_id_t *owner,
+                       uint32_t *dev_seq)
+{
+    char path[160], target[64];
+    unsigned long long st;
+    unsigned pid, dev;
+    ssize_t len;
+    char end;
+
+    snprintf(path, sizeof(path), SN_SHM_DIR "/%s", name);
+    len = readlink(path, target, sizeof(target) - 1);
+    if (len < 0) {
+        return (errno == EINVAL) ? EINVAL : ENOENT;
+    }
+    target[len] = '\0';
+    if (sscanf(target, "%u.%llu.d%u%c", &pid, &st, &dev, &end) != 3) {
+        return EINVAL;
+    }
+    owner->pid        = pid;
+    owner->start_time = st;
+    *dev_seq          = dev;
+    return 0;
+}
+
+int sn_num_owner(uint32_t uid, char kind, uint32_t num, sn_proc_id_t *owner,
+                 uint32_t *dev_seq)
+{
+    char name[96];
+    int ret;
+
+    sn_num_name(name, sizeof(name), uid, kind, num);
+    ret = sn_num_read(name, owner, dev_seq);
+    if (ret != 0) {
+        return ENOENT;
+    }
+    owner->uid = uid;
+    if (!sn_proc_alive(owner)) {
+        return ESRCH;               /* left by a process that died */
+    }
+    return 0;
+}
+
+/* Whether a registry entry of ours (u<uid>.<kind><num>) names a dead
+ * owner */
+static bool sn_num_is_stale(const char *name)
+{
+    sn_proc_id_t owner;
+    uint32_t dev_seq;
+
+    if (sn_num_read(name, &owner, &dev_seq) != 0) {
+        return false;               /* gone, or not an entry */
+    }
+    return !sn_proc_alive(&owner);
+}
+
+/* The registry's lock: held while stale entries are unlinked, so that two
+ * sweeps never both judge an entry stale and the second then unlink the
+ * number a live QP took in between (taking and giving back a number need
+ * no lock: only the owner unlinks a live entry) */
+static int sn_num_lock_take(void)
+{
+    char path[160];
+    int fd;
+
+    snprintf(path, sizeof(path), SN_SHM_DIR "/" SN_SHM_PREFIX "u%u.lock",
+             (unsigned)getuid());
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A stale entry, unlinked after a second look under the lock */
+static void sn_num_reclaim(const char *name, int *lock_fd)
+{
+    if (!sn_num_is_stale(name)) {
+        return;
+    }
+    if ((*lock_fd < 0) && ((*lock_fd = sn_num_lock_take()) < 0)) {
+        return;
+    }
+    if (sn_num_is_stale(name) && (shm_unlink(name) == 0)) {
+        sn_debug("reclaimed %s left by a dead process", name);
+    }
+}
+
+/* Unlinks the segments, and the registry entries of our user, of
+ * processes that died without cleaning up */
 void sn_reclaim_leftovers(void)
 {
+    const size_t plen = strlen(SN_SHM_PREFIX);
     sn_proc_id_t owner;
     unsigned long long st;
     struct dirent *de;
+    int lock_fd = -1;
+    char own_num[32];
     unsigned pid;
     DIR *dir;
 
+    snprintf(own_num, sizeof(own_num), "u%u.", (unsigned)getuid());
     dir = opendir(SN_SHM_DIR);
     if (dir == NULL) {
         return;
     }
     while ((de = readdir(dir)) != NULL) {
-        if (strncmp(de->d_name, SN_SHM_PREFIX, strlen(SN_SHM_PREFIX))) {
+        if (strncmp(de->d_name, SN_SHM_PREFIX, plen)) {
             continue;
         }
-        if (sscanf(de->d_name + strlen(SN_SHM_PREFIX), "%u.%llu.", &pid,
-                   &st) != 2) {
+        if (!strncmp(de->d_name + plen, own_num, strlen(own_num))) {
+            sn_num_reclaim(de->d_name, &lock_fd);
+            continue;
+        }
+        if (sscanf(de->d_name + plen, "%u.%llu.", &pid, &st) != 2) {
             continue;
         }
         owner.pid        = pid;
@@ -388,4 +559,7 @@ void sn_reclaim_leftovers(void)
         }
     }
     closedir(dir);
+    if (lock_fd >= 0) {
+        close(lock_fd);             /* and the lock with it */
+    }
 }

@@ -2,13 +2,26 @@
  * Software NIC: what processes share (shared-memory segments in /dev/shm).
  *
  * Every segment is named after the process that created it (pid and start
- * time, so that a reused pid is not mistaken for it) and its device:
+ * time, so that a reused pid is not mistaken for it) and its context (the
+ * device opened, numbered within the process):
  *   rc_tm_soft.<pid>.<start>.d<dev>          the device: registration table
  *   rc_tm_soft.<pid>.<start>.d<dev>.q<qpn>   a QP's inbound ring
+ *   rc_tm_soft.<pid>.<start>.d<dev>.r<n>     a ring a QP accepted by a remote
+ *                                            TM-SRQ takes in from
  *   rc_tm_soft.<pid>.<start>.d<dev>.s<srqn>  a TM-SRQ's accept queue
- * A peer names them from a GID (which carries the pid and device number)
- * and a QP or SRQ number, reading the start time from /proc: a segment of
- * a process that died and whose pid was reused is never found.
+ *
+ * QP and TM-SRQ numbers are the device's, as a NIC's firmware gives them:
+ * unique among all the processes of the host's user, whose contexts share
+ * one GID.  Each number in use has an entry, a symbolic link whose target
+ * names its owner (the suffix of the owner's device segment name):
+ *   rc_tm_soft.u<uid>.q<qpn>   -> <pid>.<start>.d<dev>
+ *   rc_tm_soft.u<uid>.s<srqn>  -> <pid>.<start>.d<dev>
+ * Creating the link takes the number (symlink fails when it exists) and
+ * publishes its owner in one step; a peer reads it (readlink) to find the
+ * segment a QP or SRQ number names.  An entry whose owner died is ignored,
+ * never reused while it exists, and unlinked by the next sweep of
+ * leftovers (sn_reclaim_leftovers, under a lock: the name may be reused
+ * once it is gone).
  */
 #ifndef SOFTNIC_WIRE_H_
 #define SOFTNIC_WIRE_H_
@@ -22,8 +35,8 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             13u           /* 13: a ring's NAK line
-                                                (softnic_rq.h) */
+#define SN_VERSION             14u           /* 14: one GID per device,
+                                                numbers by registry */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -153,8 +166,8 @@ typedef struct sn_dev_seg {
  * the SRQ's NIC accepts it when it next runs, with a pair of QPs: a
  * receive-only one for the requester's sending QP, a sending one for its
  * receive-only QP.  The requester creates the four rings of the connection
- * (the two the accepted QPs take in are named by numbers of the requester
- * that no QP of its takes).
+ * (the two the accepted QPs take in are its 'r' segments, named by numbers
+ * of its own; the other two are its QPs' rings, named by their numbers).
  */
 #define SN_ACCEPT_SLOTS   64
 

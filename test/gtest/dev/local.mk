@@ -25,7 +25,8 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/test_soft_backlog.cc \
 	test/gtest/dev/test_soft_order.cc \
 	test/gtest/dev/test_soft_rq.cc \
-	test/gtest/dev/test_soft_channel.cc
+	test/gtest/dev/test_soft_channel.cc \
+	test/gtest/dev/test_soft_gid.cc
 test_gtest_dev_test_soft_LDADD   = \
 	src/dev/libtm_dev.la \
 	src/matcher/libtm_matcher.la \

@@ -85,13 +85,14 @@ TEST(soft_dev, defaults_and_attributes)
     EXPECT_LE(caps.srq_addr_len, (size_t)TM_DEV_ADDR_MAX);
     EXPECT_GE(caps.max_send_sge, 2u);
     EXPECT_LE(caps.dev_addr_len, 31u);          /* what UCP carries */
-    /* a verbs address {magic, link layer, LID, GID}: InfiniBand, LID 0, and
-     * the software NIC's GID (a unique local address, fd 'S' ...) */
+    /* a verbs address {magic, link layer, LID, GID}: InfiniBand, LID 1 (the
+     * device's), and the software NIC's GID (a unique local address, fd 'S'
+     * ...) */
     uint8_t addr[TM_DEV_ADDR_MAX];
     tm_dev_addr(dev, addr);
     EXPECT_EQ(0x56, addr[0]);
     EXPECT_EQ(IBV_LINK_LAYER_INFINIBAND, addr[1]);
-    EXPECT_EQ(0, addr[2] | addr[3]);
+    EXPECT_EQ(1, addr[2] << 8 | addr[3]);   /* big endian */
     EXPECT_EQ(0xfd, addr[4]);
     EXPECT_EQ('S', addr[5]);
     EXPECT_STREQ("software NIC", tm_dev_driver(dev));
