@@ -177,6 +177,9 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
         }
     } else if (qp->ibv.state == IBV_QPS_ERR) {
         /* sent requests that the peer had not consumed will never be */
+        qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                                  memory_order_acquire);
+        sn_qp_reap(qp, qp->send_cq);
         if (qp->sq_head != qp->sq_tail) {
             sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
         }
