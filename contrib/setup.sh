@@ -83,6 +83,7 @@ packages=(
     libgtest-dev
     openmpi-bin libopenmpi-dev
     python3 python3-matplotlib
+    python3-pyverbs ibverbs-utils perftest
 )
 
 install_packages() {

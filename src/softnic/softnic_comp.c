@@ -33,11 +33,22 @@ void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status)
     qp->sq_sent = qp->sq_tail;
 }
 
-/* The peer is gone: outstanding requests fail as if retries ran out */
+/* The peer is gone: what it consumed before it went completes, as the ack
+ * a NIC sends on arrival, whatever its software does next (a pingpong's
+ * last reply, consumed by a peer that then exits); if nothing else is
+ * outstanding the QP stays as it is, else the rest fails as if retries ran
+ * out */
 static void sn_qp_peer_gone(sn_qp_t *qp)
 {
     if (sn_qp_nak_check(qp, 0)) {
         return;                 /* it said why (softnic_rq.c) */
+    }
+    atomic_thread_fence(memory_order_acquire);  /* after seeing it gone */
+    qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                              memory_order_acquire);
+    sn_qp_reap(qp, qp->send_cq);
+    if (!sn_qp_waits_on_peer(qp)) {
+        return;
     }
     sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
     sn_qp_set_error(qp);
@@ -166,6 +177,9 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
         }
     } else if (qp->ibv.state == IBV_QPS_ERR) {
         /* sent requests that the peer had not consumed will never be */
+        qp->out_head_cache = atomic_load_explicit(&qp->out->head,
+                                                  memory_order_acquire);
+        sn_qp_reap(qp, qp->send_cq);
         if (qp->sq_head != qp->sq_tail) {
             sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
         }

@@ -465,6 +465,36 @@ TEST_P(soft_rq, error_flushes_the_receives_in_order)
     EXPECT_EQ(0u, quiet(r, 0.05));
 }
 
+/* A SEND the responder took is acknowledged, as a NIC acks on arrival,
+ * even when the responder's QP is destroyed before the requester polls (a
+ * pingpong's last reply, taken by a peer that then exits): it completes
+ * with success, the requester's QP stays in RTS and its receives are not
+ * flushed */
+TEST_P(soft_rq, a_send_taken_completes_after_the_peer_qp_is_destroyed)
+{
+    ASSERT_NO_FATAL_FAILURE(pair());
+    ASSERT_EQ(0, s.post_recv(61, {{0, 64}}));
+    ASSERT_EQ(0, r.post_recv(62, {{0, 64}}));
+    ASSERT_EQ(0, s.send(6, "last", 512));
+
+    /* only the responder's side runs until it took the message */
+    double deadline = now_sec() + 5.0;
+    while (r.wcs.empty() && (now_sec() < deadline)) {
+        r.poll();
+    }
+    ASSERT_EQ(1u, r.wcs.size());
+    EXPECT_EQ(IBV_WC_SUCCESS, r.wcs.front().status);
+    EXPECT_EQ(0, softnic_destroy_qp(r.qp));
+    r.qp = nullptr;
+
+    struct ibv_wc wc;
+    ASSERT_TRUE(next(s, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(6u, wc.wr_id);
+    EXPECT_EQ(0u, quiet(s, 0.1)) << "receive 61 flushed";
+    EXPECT_EQ(IBV_QPS_RTS, s.state());
+}
+
 /* What creation grants and ibv_query_qp reports, as mlx5 sizes its
  * receive queue (mlx5_calc_rq_size): WQEs in a power of two filling
  * 64 bytes at least, scatter entries filling a power-of-two WQE */

@@ -1,0 +1,123 @@
+#!/bin/sh
+# Standard verbs tools, unmodified (Debian's ibverbs-utils and perftest), on
+# the software NIC through the test-only interposer (test/interpose):
+#  1. ibv_rc_pingpong and ibv_srq_pingpong, server and client on localhost,
+#     at a few sizes, polling, and ibv_rc_pingpong with completion events
+#     (-e; ibv_srq_pingpong -e is a known failure, printed as not run);
+#  2. perftest's ib_send_lat, ib_send_bw, ib_write_lat, ib_write_bw,
+#     ib_read_lat and ib_read_bw at a few sizes, up to the software NIC's
+#     largest SEND (softnic.h max_send_size, 64 KiB by default) and a few
+#     MiB for RDMA.
+# Both sides of each pair must exit 0 and print their result line.  Every
+# program runs under timeout: a hang fails the test.
+set -u
+build=${RC_TM_BUILDDIR:?}
+ipose=$build/test/interpose/.libs/libsoftnic_verbs.so
+dev=${RC_TM_SOFT_DEV:-soft}
+tmo=${RC_TM_TOOL_TIMEOUT:-60}
+fails=0 passes=0
+
+[ -f "$ipose" ] || { echo "FAIL: $ipose not built"; exit 1; }
+for p in ibv_rc_pingpong:ibverbs-utils ibv_srq_pingpong:ibverbs-utils \
+         ib_send_lat:perftest; do
+    command -v "${p%%:*}" >/dev/null || {
+        echo "FAIL: ${p%%:*} not found: install Debian's ${p#*:} (contrib/setup.sh does)"
+        exit 1
+    }
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# A TCP port nobody listens on now (the tools exchange addresses over TCP)
+free_port() {
+    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Whether something listens on TCP port $1 (/proc/net/tcp{,6}: state 0A);
+# a probe connection would be taken for the client
+listening() {
+    hex=$(printf ':%04X' "$1")
+    awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
+                     END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# Runs server "$@" in the background and the client "$@" HOST once the
+# server listens; both outputs in $tmp/server.out, $tmp/client.out, both
+# statuses in $server_rc, $client_rc
+run_pair() {
+    port=$(free_port)
+    LD_PRELOAD=$ipose timeout "$tmo" "$@" -p "$port" > "$tmp/server.out" 2>&1 &
+    spid=$!
+    while ! listening "$port"; do
+        if ! kill -0 "$spid" 2>/dev/null; then break; fi
+        sleep 0.05
+    done
+    client_rc=0
+    LD_PRELOAD=$ipose timeout "$tmo" "$@" -p "$port" 127.0.0.1 \
+        > "$tmp/client.out" 2>&1 || client_rc=$?
+    server_rc=0
+    wait "$spid" || server_rc=$?
+}
+
+# name, regex of the result line, which sides print it (both, client), command...
+pair() {
+    name=$1 result=$2 sides=$3
+    shift 3
+    echo "run: $* (server and client, LD_PRELOAD=$ipose)"
+    run_pair "$@"
+    ok=1
+    [ "$server_rc" -eq 0 ] || { ok=0; echo "  server exited $server_rc"; }
+    [ "$client_rc" -eq 0 ] || { ok=0; echo "  client exited $client_rc"; }
+    grep -Eq "$result" "$tmp/client.out" || { ok=0; echo "  client printed no result line"; }
+    if [ "$sides" = both ]; then
+        grep -Eq "$result" "$tmp/server.out" || { ok=0; echo "  server printed no result line"; }
+    fi
+    if [ $ok -eq 1 ]; then
+        passes=$((passes + 1)); echo "PASS: $name"
+        grep -Eh "$result" "$tmp/client.out" | sed 's/^/  client: /'
+    else
+        fails=$((fails + 1)); echo "FAIL: $name"
+        grep -v ' address' "$tmp/server.out" | sed 's/^/  server: /' | tail -n 15
+        grep -v ' address' "$tmp/client.out" | sed 's/^/  client: /' | tail -n 15
+    fi
+}
+
+pp_result='[0-9]+ iters in [0-9.]+ seconds = [0-9.]+ usec/iter'
+for tool in ibv_rc_pingpong ibv_srq_pingpong; do
+    for size in 1 4096 65536; do
+        pair "$tool -s $size" "$pp_result" both \
+             "$tool" -d "$dev" -g 0 -s "$size" -n 20
+    done
+done
+pair "ibv_rc_pingpong -s 4096 -e (completion events)" "$pp_result" both \
+     ibv_rc_pingpong -d "$dev" -g 0 -s 4096 -n 20 -e
+# Not run, a known failure (issue 37): ibv_srq_pingpong -e fails about one
+# run in three: the server's last SEND completes with
+# IBV_WC_RETRY_EXC_ERR after the client exits, although the client
+# received every reply.  Said on every run, never counted as passed.
+echo "NOT RUN (known failure, issue 37): ibv_srq_pingpong -e (completion events)"
+
+# perftest prints a row "#bytes #iterations figures..." per size.  The
+# software NIC reports mlx5's vendor ids (ConnectX-5), for which perftest
+# posts through the extended QP's ibv_wr_* API (ibv_create_qp_ex with send
+# ops); the software NIC has ibv_post_send only: --use_old_post_send
+pt_result() { # size iterations
+    printf '^ *%s +%s +[0-9.]+' "$1" "$2"
+}
+iters=20
+for tool in ib_send_lat ib_send_bw; do
+    for size in 2 4096 65536; do
+        pair "$tool -s $size" "$(pt_result "$size" "$iters")" both \
+             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" --use_old_post_send
+    done
+done
+for tool in ib_write_lat ib_write_bw ib_read_lat ib_read_bw; do
+    for size in 2 65536 4194304; do
+        pair "$tool -s $size" "$(pt_result "$size" "$iters")" client \
+             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" --use_old_post_send
+    done
+done
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
