@@ -362,8 +362,13 @@ class DeepQueue:
 
 
 def ucx_version(args):
+    # The UCX of the ucx_perftest run: the ucx_info beside it, when there
+    # is one (--perftest of another install), else the one in PATH
+    info = os.path.join(os.path.dirname(args.perftest), "ucx_info")
+    if not (os.path.dirname(args.perftest) and os.path.isfile(info)):
+        info = "ucx_info"
     try:
-        out = subprocess.run(["ucx_info", "-v"], capture_output=True,
+        out = subprocess.run([info, "-v"], capture_output=True,
                              text=True, timeout=10).stdout
         for word in out.split():
             if word[:1].isdigit() and word.count(".") == 2:
