@@ -7,6 +7,7 @@ check_PROGRAMS += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 TESTS          += test/gtest/dev/test_soft test/gtest/dev/test_verbs
 test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/soft_fixture.h \
+	test/gtest/dev/verbs_connect.h \
 	test/gtest/dev/log_capture.h \
 	test/gtest/dev/test_soft.cc \
 	test/gtest/dev/test_soft_phase.cc \

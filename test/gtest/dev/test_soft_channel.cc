@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "softnic/softnic.h"
+#include "verbs_connect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,12 +27,7 @@
 
 namespace {
 
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using namespace verbs_connect;
 
 /* A device, its PD, a CQ (with channel when asked), an arena, a QP */
 struct chan_side {
@@ -110,46 +106,6 @@ struct chan_side {
     }
 };
 
-/* qp (RESET) to RTS, talking to QP peer_qpn of the device of peer_ctx */
-void connect_qp(struct ibv_qp *qp, struct ibv_context *peer_ctx,
-                uint32_t peer_qpn)
-{
-    struct ibv_qp_attr attr;
-    union ibv_gid gid;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.port_num        = 1;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
-                                   IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS));
-    ASSERT_EQ(0, softnic_query_gid(peer_ctx, 1, 0, &gid));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state              = IBV_QPS_RTR;
-    attr.path_mtu              = IBV_MTU_4096;
-    attr.dest_qp_num           = peer_qpn;
-    attr.max_dest_rd_atomic    = 1;
-    attr.min_rnr_timer         = 1;
-    attr.ah_attr.is_global     = 1;
-    attr.ah_attr.port_num      = 1;
-    attr.ah_attr.grh.dgid      = gid;
-    attr.ah_attr.grh.hop_limit = 64;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC |
-                                   IBV_QP_MIN_RNR_TIMER));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = 14;
-    attr.retry_cnt     = 7;
-    attr.rnr_retry     = 7;
-    attr.max_rd_atomic = 1;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_SQ_PSN |
-                                   IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
 /* s sends to r, whose CQ has a channel; the parameter: the progress both
  * devices are opened with */
 class soft_channel : public ::testing::TestWithParam<uint32_t> {
@@ -164,8 +120,8 @@ protected:
         ASSERT_NE(nullptr, list);
         ASSERT_NO_FATAL_FAILURE(s.open(list[0], GetParam(), false));
         ASSERT_NO_FATAL_FAILURE(r.open(list[0], GetParam(), true));
-        ASSERT_NO_FATAL_FAILURE(connect_qp(s.qp, r.ctx, r.qp->qp_num));
-        ASSERT_NO_FATAL_FAILURE(connect_qp(r.qp, s.ctx, s.qp->qp_num));
+        ASSERT_EQ(0, connect_qp(s.qp, r.ctx, r.qp->qp_num));
+        ASSERT_EQ(0, connect_qp(r.qp, s.ctx, s.qp->qp_num));
     }
 
     void TearDown() override {

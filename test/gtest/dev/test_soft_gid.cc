@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "softnic/softnic.h"
+#include "verbs_connect.h"
 #include "softnic/softnic_test.h"
 
 #include <endian.h>
@@ -26,12 +27,7 @@
 
 namespace {
 
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using namespace verbs_connect;
 
 struct ibv_device *soft_device()
 {
@@ -141,70 +137,6 @@ bool take(side &a, side &b, side &n, uint64_t wr_id, struct ibv_wc *wc)
         a.poll();
         b.poll();
     }
-}
-
-/* RESET -> INIT */
-int to_init(struct ibv_qp *qp)
-{
-    struct ibv_qp_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.port_num        = 1;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    return softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
-                             IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS);
-}
-
-/* INIT -> RTR to QP dest of the device at ah (as ibv_rc_pingpong and
- * pyverbs set it) */
-int to_rtr(struct ibv_qp *qp, const struct ibv_ah_attr &ah, uint32_t dest)
-{
-    struct ibv_qp_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state           = IBV_QPS_RTR;
-    attr.path_mtu           = IBV_MTU_1024;
-    attr.dest_qp_num        = dest;
-    attr.max_dest_rd_atomic = 1;
-    attr.min_rnr_timer      = 12;
-    attr.ah_attr            = ah;
-    return softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV |
-                             IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                             IBV_QP_MIN_RNR_TIMER);
-}
-
-int to_rts(struct ibv_qp *qp)
-{
-    struct ibv_qp_attr attr;
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = 14;
-    attr.retry_cnt     = 7;
-    attr.rnr_retry     = 7;
-    attr.max_rd_atomic = 1;
-    return softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
-                             IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                             IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-struct ibv_ah_attr grh_to(const union ibv_gid &dgid)
-{
-    struct ibv_ah_attr ah;
-    memset(&ah, 0, sizeof(ah));
-    ah.is_global      = 1;
-    ah.port_num       = 1;
-    ah.grh.dgid       = dgid;
-    ah.grh.hop_limit  = 1;
-    return ah;
-}
-
-struct ibv_ah_attr lid_to(uint16_t dlid)
-{
-    struct ibv_ah_attr ah;
-    memset(&ah, 0, sizeof(ah));
-    ah.port_num = 1;
-    ah.dlid     = dlid;
-    return ah;
 }
 
 /* a's QP and b's QP, each connected to the other with the address its own

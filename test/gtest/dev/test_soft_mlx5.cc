@@ -5,6 +5,7 @@
  * transport's side of each item is tested in the transport's suites.
  */
 #include "soft_fixture.h"
+#include "verbs_connect.h"
 
 using namespace soft_test;
 
@@ -14,35 +15,12 @@ namespace {
  * the verbs a NIC needs (bypassing the device layer's pairing) */
 void connect_qp(node &self, struct ibv_qp *qp, node &peer, uint32_t peer_qpn)
 {
-    struct ibv_qp_attr attr;
     union ibv_gid gid;
 
     ASSERT_EQ(0, softnic_query_gid(tm_dev_ibv_context(peer.dev), 1, 0, &gid));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state              = IBV_QPS_RTR;
-    attr.path_mtu              = IBV_MTU_4096;
-    attr.dest_qp_num           = peer_qpn;
-    attr.max_dest_rd_atomic    = 1;
-    attr.min_rnr_timer         = 13;
-    attr.ah_attr.is_global     = 1;
-    attr.ah_attr.port_num      = 1;
-    attr.ah_attr.grh.dgid      = gid;
-    attr.ah_attr.grh.hop_limit = 64;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC |
-                                   IBV_QP_MIN_RNR_TIMER));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = 18;
-    attr.retry_cnt     = 7;
-    attr.rnr_retry     = 7;
-    attr.max_rd_atomic = 1;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_SQ_PSN |
-                                   IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
+    ASSERT_EQ(0, verbs_connect::to_rtr(qp, verbs_connect::grh_to(gid),
+                                       peer_qpn, 13));
+    ASSERT_EQ(0, verbs_connect::to_rts(qp, 7, 18));
     (void)self;
 }
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "softnic/softnic.h"
+#include "verbs_connect.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -21,12 +22,7 @@
 
 namespace {
 
-double now_sec()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using namespace verbs_connect;
 
 /* A device, its PD, one CQ for sends and receives, a registered arena */
 struct side {
@@ -143,48 +139,6 @@ struct rnr_params {
     uint8_t rnr_retry     = 7;
 };
 
-/* qp (RESET) to RTS, talking to QP peer_qpn of the device of peer_ctx */
-void connect_qp(struct ibv_qp *qp, struct ibv_context *peer_ctx,
-                uint32_t peer_qpn, const rnr_params &rnr)
-{
-    struct ibv_qp_attr attr;
-    union ibv_gid gid;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.port_num        = 1;
-    attr.pkey_index      = 0;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PORT |
-                                   IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS));
-    ASSERT_EQ(0, softnic_query_gid(peer_ctx, 1, 0, &gid));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state              = IBV_QPS_RTR;
-    attr.path_mtu              = IBV_MTU_4096;
-    attr.dest_qp_num           = peer_qpn;
-    attr.max_dest_rd_atomic    = 1;
-    attr.min_rnr_timer         = rnr.min_rnr_timer;
-    attr.ah_attr.is_global     = 1;
-    attr.ah_attr.port_num      = 1;
-    attr.ah_attr.grh.dgid      = gid;
-    attr.ah_attr.grh.hop_limit = 64;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC |
-                                   IBV_QP_MIN_RNR_TIMER));
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state      = IBV_QPS_RTS;
-    attr.timeout       = 14;
-    attr.retry_cnt     = 7;
-    attr.rnr_retry     = rnr.rnr_retry;
-    attr.max_rd_atomic = 1;
-    ASSERT_EQ(0, softnic_modify_qp(qp, &attr,
-                                   IBV_QP_STATE | IBV_QP_SQ_PSN |
-                                   IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
 /* s sends to r; the parameter: where the device's work runs */
 class soft_rq : public ::testing::TestWithParam<uint32_t> {
 protected:
@@ -216,8 +170,10 @@ protected:
         ASSERT_NE(nullptr, s.qp);
         r.qp = r.create_qp(recv_wr, recv_sge, r.srq);
         ASSERT_NE(nullptr, r.qp);
-        ASSERT_NO_FATAL_FAILURE(connect_qp(s.qp, r.ctx, r.qp->qp_num, rnr));
-        ASSERT_NO_FATAL_FAILURE(connect_qp(r.qp, s.ctx, s.qp->qp_num, rnr));
+        ASSERT_EQ(0, connect_qp(s.qp, r.ctx, r.qp->qp_num,
+                                rnr.min_rnr_timer, rnr.rnr_retry));
+        ASSERT_EQ(0, connect_qp(r.qp, s.ctx, s.qp->qp_num,
+                                rnr.min_rnr_timer, rnr.rnr_retry));
     }
 
     /* Polls both sides until n completes something; false on timeout */
