@@ -164,8 +164,8 @@ static void sn_wr_set_sge_list(struct ibv_qp_ex *qp_ex, size_t num_sge,
     for (i = 0; i < num_sge; ++i) {
         wr->sg_list[i] = sg_list[i];
     }
-    wr->num_sge           = (int)num_sge;
-    qp->wr_batch->cur     = NULL;
+    wr->num_sge       = (int)num_sge;
+    qp->wr_batch->cur = NULL;
 }
 
 static void sn_wr_set_sge(struct ibv_qp_ex *qp_ex, uint32_t lkey,
@@ -228,6 +228,7 @@ static sn_wr_batch_t *sn_wr_batch_alloc(uint32_t max_wr, uint32_t max_inline)
     if (batch == NULL) {
         return NULL;
     }
+    pthread_spin_init(&batch->lock, PTHREAD_PROCESS_PRIVATE);
     batch->max_wr     = max_wr;
     batch->max_inline = max_inline;
     batch->wrs        = calloc(n, sizeof(*batch->wrs));
@@ -238,7 +239,6 @@ static sn_wr_batch_t *sn_wr_batch_alloc(uint32_t max_wr, uint32_t max_inline)
         sn_wr_batch_free(batch);
         return NULL;
     }
-    pthread_spin_init(&batch->lock, PTHREAD_PROCESS_PRIVATE);
     return batch;
 }
 
@@ -250,7 +250,8 @@ void sn_wr_batch_free(sn_wr_batch_t *batch)
     free(batch->inline_buf);
     free(batch->sges);
     free(batch->wrs);
-    free(batch);                /* its lock needs no destroy on Linux */
+    pthread_spin_destroy(&batch->lock);
+    free(batch);
 }
 
 static void sn_qp_ex_fill_ops(struct ibv_qp_ex *qp_ex)
