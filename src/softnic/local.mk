@@ -13,6 +13,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_rq.h \
 	src/softnic/softnic_port.h \
 	src/softnic/softnic_channel.h \
+	src/softnic/softnic_qp_ex.h \
 	src/softnic/softnic_port.c \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
@@ -22,6 +23,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_hold.c \
 	src/softnic/softnic_srq.c \
 	src/softnic/softnic_qp.c \
+	src/softnic/softnic_qp_ex.c \
 	src/softnic/softnic_accept.c \
 	src/softnic/softnic_req.c \
 	src/softnic/softnic_pull.c \

@@ -10,7 +10,7 @@
  * It is reached through rdma-core's own objects and API, as a NIC is:
  *  - the verbs that <infiniband/verbs.h> implements as inlines
  *    (ibv_post_send, ibv_post_recv, ibv_post_srq_recv, ibv_post_srq_ops,
- *    ibv_create_cq_ex,
+ *    ibv_create_cq_ex, ibv_create_qp_ex and the extended QP's ibv_wr_*,
  *    ibv_create_srq_ex, ibv_query_device_ex, ibv_query_port,
  *    ibv_get_srq_num, ibv_start_poll / ibv_next_poll / ibv_end_poll and the
  *    CQ's ibv_wc_read_*) reach it unchanged through its objects: a
@@ -96,6 +96,9 @@ int softnic_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 int softnic_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
                      int attr_mask, struct ibv_qp_init_attr *init_attr);
 int softnic_destroy_qp(struct ibv_qp *qp);
+/* ibv_qp_to_qp_ex: the QP's struct ibv_qp_ex when ibv_create_qp_ex made it
+ * with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, else NULL (as libibverbs) */
+struct ibv_qp_ex *softnic_qp_to_qp_ex(struct ibv_qp *qp);
 int softnic_destroy_cq(struct ibv_cq *cq);
 int softnic_destroy_srq(struct ibv_srq *srq);
 /* Basic SRQs (IBV_SRQT_BASIC; ibv_create_srq_ex makes them too) */

@@ -523,6 +523,7 @@ static void sn_context_init_ops(sn_context_t *ctx)
     vctx->query_device_ex           = sn_query_device_ex;
     vctx->create_cq_ex              = sn_create_cq_ex;
     vctx->create_srq_ex             = sn_ctx_create_srq_ex;
+    vctx->create_qp_ex              = sn_create_qp_ex;    /* qp_ex.c */
     vctx->get_srq_num               = sn_get_srq_num;
     vctx->post_srq_ops              = sn_post_srq_ops;
     vctx->sz                        = sizeof(*vctx);

@@ -475,7 +475,11 @@ typedef struct sn_fin {
 } sn_fin_t;
 
 struct sn_qp {
-    struct ibv_qp      ibv;          /* ibv.state: RESET .. ERR */
+    union {                          /* ibv_ex only when wr_batch is set */
+        struct ibv_qp    ibv;        /* ibv.state: RESET .. ERR */
+        struct ibv_qp_ex ibv_ex;     /* the ibv_wr_* API (softnic_qp_ex.c) */
+    };
+    struct sn_wr_batch *wr_batch;    /* created by create_qp_ex with send ops */
     sn_shm_t           num_entry;    /* ibv.qp_num's registry entry */
     sn_list_t          ctx_link;     /* in ctx->qps */
     sn_list_t          srq_link;     /* in srq->qps */
@@ -787,5 +791,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 #include "softnic_engine.h"
 #include "softnic_cq.h"
 #include "softnic_rq.h"
+#include "softnic_qp_ex.h"
 
 #endif

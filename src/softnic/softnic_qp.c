@@ -197,6 +197,7 @@ void sn_qp_free(sn_qp_t *qp)
     sn_num_free(&qp->num_entry);    /* after its ring: nobody finds it */
     pthread_mutex_destroy(&qp->ibv.mutex);
     pthread_cond_destroy(&qp->ibv.cond);
+    sn_wr_batch_free(qp->wr_batch);
     free(qp->fins);
     free(qp->sq);
     free(qp);

@@ -429,15 +429,13 @@ static bool sn_post_inline_direct(sn_qp_t *qp,
     return true;
 }
 
-int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
-                 struct ibv_send_wr **bad_wr)
+/* Posts a chain under the context's lock; the caller kicks the engine */
+static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
+                               struct ibv_send_wr **bad_wr)
 {
-    sn_qp_t *qp       = sn_qp(ibv_qp);
-    sn_context_t *ctx = sn_qp_ctx(qp);
     sn_wqe_t *wqe;
     int ret = 0;
 
-    sn_ctx_lock(ctx);
     for (; wr != NULL; wr = wr->next) {
         if (sn_unlikely((qp->ibv.state != IBV_QPS_RTS) &&
                         (qp->ibv.state != IBV_QPS_ERR))) {
@@ -473,6 +471,18 @@ int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
     if (sn_qp_waits_on_peer(qp)) {
         sn_qp_mark_busy(qp);
     }
+    return ret;
+}
+
+int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
+                 struct ibv_send_wr **bad_wr)
+{
+    sn_qp_t *qp       = sn_qp(ibv_qp);
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    int ret;
+
+    sn_ctx_lock(ctx);
+    ret = sn_post_send_locked(qp, wr, bad_wr);
     sn_ctx_unlock(ctx);
     /* our engine, asleep without its timer, completes the sends and
      * watches the peer from now on */
@@ -480,3 +490,21 @@ int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
     return ret;
 }
 
+/* ibv_wr_complete (softnic_qp_ex.c): mlx5 posts a batch whole or rolls it
+ * back, and a batch that overflows the send queue fails with ENOMEM */
+int sn_post_send_batch(sn_qp_t *qp, struct ibv_send_wr *wr, uint32_t count)
+{
+    sn_context_t *ctx = sn_qp_ctx(qp);
+    struct ibv_send_wr *bad_wr;
+    int ret;
+
+    sn_ctx_lock(ctx);
+    if (sn_unlikely(qp->sq_size - (qp->sq_tail - qp->sq_head) < count)) {
+        sn_ctx_unlock(ctx);
+        return ENOMEM;
+    }
+    ret = sn_post_send_locked(qp, wr, &bad_wr);
+    sn_ctx_unlock(ctx);
+    sn_ctx_kick(ctx, true);
+    return ret;
+}

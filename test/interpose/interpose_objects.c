@@ -1,6 +1,7 @@
 /*
  * Interposer: the objects the software NIC has (PD, MR, completion
- * channel, CQ, SRQ, QP).  Each verb goes to softnic_<verb> when its object
+ * channel, CQ, SRQ, QP, and a QP's ibv_qp_ex from ibv_qp_to_qp_ex, set
+ * when ibv_create_qp_ex was given send ops).  Each verb goes to softnic_<verb> when its object
  * belongs to a software NIC's context, else to the real libibverbs.
  */
 #include "interpose.h"
@@ -216,4 +217,13 @@ IVP_EXPORT int (ibv_destroy_qp)(struct ibv_qp *qp)
         return softnic_destroy_qp(qp);
     }
     return IVP_REAL(ibv_destroy_qp, IVP_V1_1)(qp);
+}
+
+/* A soft QP is not a struct verbs_qp: libibverbs' own would read past it */
+IVP_EXPORT struct ibv_qp_ex *(ibv_qp_to_qp_ex)(struct ibv_qp *qp)
+{
+    if (ivp_soft(qp->context)) {
+        return softnic_qp_to_qp_ex(qp);
+    }
+    return IVP_REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6")(qp);
 }

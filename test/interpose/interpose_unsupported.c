@@ -1,7 +1,6 @@
 /*
  * Interposer: verbs of objects and features the software NIC does not have
- * (address handles, multicast, ECE, extended QPs through ibv_qp_to_qp_ex,
- * re-registration, dma-buf regions, imported objects, Ethernet L2
+ * (address handles, multicast, ECE, re-registration, dma-buf regions, imported objects, Ethernet L2
  * resolution).  On a software NIC's object each fails as libibverbs does
  * over a provider without the operation (EOPNOTSUPP, in the form the
  * function documents); other objects go to the real libibverbs.
@@ -101,15 +100,6 @@ IVP_EXPORT int (ibv_query_ece)(struct ibv_qp *qp, struct ibv_ece *ece)
         return EOPNOTSUPP;
     }
     return IVP_REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
-}
-
-/* The software NIC's QPs are not extended QPs (no ibv_wr_* interface) */
-IVP_EXPORT struct ibv_qp_ex *(ibv_qp_to_qp_ex)(struct ibv_qp *qp)
-{
-    if (ivp_soft(qp->context)) {
-        return ivp_null_eopnotsupp();
-    }
-    return IVP_REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6")(qp);
 }
 
 /* 0: no promise of data order, libibverbs' answer for a provider that

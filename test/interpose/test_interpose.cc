@@ -207,7 +207,25 @@ TEST_F(interpose, objects_it_does_not_have_fail_cleanly)
     EXPECT_EQ(EOPNOTSUPP, ibv_query_ece(qp, &ece));
     ece.vendor_id = 0x15b3;
     EXPECT_EQ(EOPNOTSUPP, ibv_set_ece(qp, &ece));
-    EXPECT_EQ(nullptr, ibv_qp_to_qp_ex(qp));
+    EXPECT_EQ(nullptr, ibv_qp_to_qp_ex(qp));   /* created without send ops */
+    /* with send ops, the QP's own extended QP (libibverbs' would read a
+     * struct verbs_qp the soft QP is not) */
+    struct ibv_qp_init_attr_ex ex_attr = {};
+    ex_attr.send_cq        = cq;
+    ex_attr.recv_cq        = cq;
+    ex_attr.qp_type        = IBV_QPT_RC;
+    ex_attr.cap            = qp_attr.cap;
+    ex_attr.comp_mask      = IBV_QP_INIT_ATTR_PD |
+                             IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ex_attr.pd             = m_pd;
+    ex_attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    struct ibv_qp *ex_qp = ibv_create_qp_ex(m_ctx, &ex_attr);
+    ASSERT_NE(nullptr, ex_qp) << strerror(errno);
+    struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(ex_qp);
+    ASSERT_NE(nullptr, qpx);
+    EXPECT_EQ(ex_qp, &qpx->qp_base);
+    EXPECT_NE(nullptr, (void *)qpx->wr_start);
+    EXPECT_EQ(0, ibv_destroy_qp(ex_qp));
     EXPECT_EQ(0, ibv_query_qp_data_in_order(qp, IBV_WR_SEND, 0));
 
     struct ibv_mr *mr = ibv_reg_mr(m_pd, buf, sizeof(buf),
