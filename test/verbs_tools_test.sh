@@ -104,29 +104,41 @@ echo "NOT RUN (known failure, issue 37): ibv_srq_pingpong -e (completion events)
 # software NIC reports mlx5's vendor ids (ConnectX-5), for which perftest
 # posts through the extended QP's ibv_wr_* API (ibv_create_qp_ex with send
 # ops, softnic_qp_ex.c): every tool runs so, and ib_send_bw and ib_write_bw
-# once more with --use_old_post_send (ibv_post_send), so both paths run
+# once more with --use_old_post_send (ibv_post_send), so both paths run.
+# Debian 13's perftest first asks mlx5dv for the device's capabilities on
+# that path, which only mlx5's provider answers ("Failed to query device
+# capabilities, ret=95"): there every tool runs with --use_old_post_send
+# and the default path is said not run.
 pt_result() { # size iterations
     printf '^ *%s +%s +[0-9.]+' "$1" "$2"
 }
 iters=20
+path=
+run_pair ib_send_bw -d "$dev" -x 0 -s 2 -n "$iters"
+if grep -q 'Failed to query device capabilities' "$tmp/server.out"; then
+    path=--use_old_post_send
+    echo "NOT RUN (this perftest asks mlx5dv, which only mlx5 answers): perftest's ibv_wr_* path; the tools run with $path"
+fi
 for tool in ib_send_lat ib_send_bw; do
     for size in 2 4096 65536; do
-        pair "$tool -s $size" "$(pt_result "$size" "$iters")" both \
-             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters"
+        pair "$tool -s $size $path" "$(pt_result "$size" "$iters")" both \
+             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" $path
     done
 done
 for tool in ib_write_lat ib_write_bw ib_read_lat ib_read_bw; do
     for size in 2 65536 4194304; do
-        pair "$tool -s $size" "$(pt_result "$size" "$iters")" client \
-             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters"
+        pair "$tool -s $size $path" "$(pt_result "$size" "$iters")" client \
+             "$tool" -d "$dev" -x 0 -s "$size" -n "$iters" $path
     done
 done
-pair "ib_send_bw -s 4096 --use_old_post_send" \
-     "$(pt_result 4096 "$iters")" both \
-     ib_send_bw -d "$dev" -x 0 -s 4096 -n "$iters" --use_old_post_send
-pair "ib_write_bw -s 65536 --use_old_post_send" \
-     "$(pt_result 65536 "$iters")" client \
-     ib_write_bw -d "$dev" -x 0 -s 65536 -n "$iters" --use_old_post_send
+if [ -z "$path" ]; then
+    pair "ib_send_bw -s 4096 --use_old_post_send" \
+         "$(pt_result 4096 "$iters")" both \
+         ib_send_bw -d "$dev" -x 0 -s 4096 -n "$iters" --use_old_post_send
+    pair "ib_write_bw -s 65536 --use_old_post_send" \
+         "$(pt_result 65536 "$iters")" client \
+         ib_write_bw -d "$dev" -x 0 -s 65536 -n "$iters" --use_old_post_send
+fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -484,40 +484,44 @@ TEST_F(soft_channel_dev, resize_cq)
 
 /* ----- whole-struct queries ----- */
 
-/* rdma-core 56's struct ibv_port_attr: 44's, then active_speed_ex */
-struct port_attr_56 {
-    struct ibv_port_attr base44;    /* up to port_cap_flags2 */
-    uint32_t             active_speed_ex;
-    uint8_t              beyond[32];
+/* rdma-core 56's struct ibv_port_attr: 44's 52 bytes (port_cap_flags2 at
+ * 48, padding), then active_speed_ex; laid out by offset, so that the test
+ * builds against either header */
+enum { PORT_ATTR_44_SIZE = 52, PORT_ATTR_56_SIZE = 56 };
+union port_attr_buf {
+    struct ibv_port_attr attr;      /* this build's */
+    uint8_t              raw[PORT_ATTR_56_SIZE + 32];
 };
 
 /* ibv_query_port.3: the caller's struct is filled whole, whatever
  * libibverbs it was built against */
 TEST_F(soft_channel_dev, query_port_fills_a_longer_struct)
 {
-    static_assert(offsetof(struct port_attr_56, active_speed_ex) == 52,
-                  "rdma-core 56's layout");
-    struct port_attr_56 a;
+    static_assert(sizeof(struct ibv_port_attr) <= PORT_ATTR_56_SIZE,
+                  "an rdma-core newer than 56's layout");
+    union port_attr_buf a;
     struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
     ASSERT_NE(nullptr, vctx);
 
     memset(&a, 0xff, sizeof(a));
-    ASSERT_EQ(0, vctx->query_port(ctx, 1, &a.base44, sizeof(a)));
-    EXPECT_EQ(IBV_PORT_ACTIVE, a.base44.state);
-    EXPECT_NE(0u, a.base44.active_speed);
-    EXPECT_EQ((uint32_t)a.base44.active_speed, a.active_speed_ex)
+    ASSERT_EQ(0, vctx->query_port(ctx, 1, &a.attr, sizeof(a)));
+    EXPECT_EQ(IBV_PORT_ACTIVE, a.attr.state);
+    EXPECT_NE(0u, a.attr.active_speed);
+    uint32_t speed_ex;
+    memcpy(&speed_ex, &a.raw[PORT_ATTR_44_SIZE], sizeof(speed_ex));
+    EXPECT_EQ((uint32_t)a.attr.active_speed, speed_ex)
         << "active_speed_ex: the kernel's speed, as 56 reports it";
-    for (size_t i = 0; i < sizeof(a.beyond); ++i) {
-        EXPECT_EQ(0, a.beyond[i]) << "byte " << i << " past the struct";
+    for (size_t i = PORT_ATTR_56_SIZE; i < sizeof(a.raw); ++i) {
+        EXPECT_EQ(0, a.raw[i]) << "byte " << i << " past the struct";
     }
-    EXPECT_EQ(0, a.base44.port_cap_flags2);
+    EXPECT_EQ(0, a.attr.port_cap_flags2);
 
     /* the exported ibv_query_port writes its compat struct, no further */
     memset(&a, 0xff, sizeof(a));
-    ASSERT_EQ(0, softnic_query_port(ctx, 1, &a.base44));
-    EXPECT_EQ(IBV_PORT_ACTIVE, a.base44.state);
-    EXPECT_EQ(0xffff, a.base44.port_cap_flags2);
-    EXPECT_EQ(EINVAL, softnic_query_port(ctx, 2, &a.base44));
+    ASSERT_EQ(0, softnic_query_port(ctx, 1, &a.attr));
+    EXPECT_EQ(IBV_PORT_ACTIVE, a.attr.state);
+    EXPECT_EQ(0xffff, a.attr.port_cap_flags2);
+    EXPECT_EQ(EINVAL, softnic_query_port(ctx, 2, &a.attr));
 }
 
 /* ibv_query_device.3: the GUIDs name the device (equal in every context
