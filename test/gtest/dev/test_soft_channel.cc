@@ -41,12 +41,8 @@ struct chan_side {
     std::vector<char>       arena = std::vector<char>(1 << 16);
 
     void open(struct ibv_device *dev, uint32_t progress, bool channel) {
-        ctx = softnic_open_device(dev);
+        ctx = verbs_connect::open_device(dev, progress);
         ASSERT_NE(nullptr, ctx);
-        struct softnic_dv_attr dv;
-        memset(&dv, 0, sizeof(dv));
-        dv.progress = progress;
-        ASSERT_EQ(0, softnic_dv_set_attr(ctx, &dv));
         if (channel) {
             ch = softnic_create_comp_channel(ctx);
             ASSERT_NE(nullptr, ch);

@@ -36,12 +36,8 @@ struct side {
     std::deque<struct ibv_wc> wcs;
 
     void open(struct ibv_device *dev, uint32_t progress) {
-        ctx = softnic_open_device(dev);
+        ctx = verbs_connect::open_device(dev, progress);
         ASSERT_NE(nullptr, ctx);
-        struct softnic_dv_attr dv;
-        memset(&dv, 0, sizeof(dv));
-        dv.progress = progress;
-        ASSERT_EQ(0, softnic_dv_set_attr(ctx, &dv));
         pd = softnic_alloc_pd(ctx);
         ASSERT_NE(nullptr, pd);
         struct ibv_cq_init_attr_ex ca;

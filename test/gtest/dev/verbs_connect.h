@@ -22,6 +22,26 @@ inline double now_sec()
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The software NIC's device dev opened, its work where progress says
+ * (enum softnic_progress); nullptr on failure */
+inline struct ibv_context *open_device(struct ibv_device *dev,
+                                       uint32_t progress)
+{
+    struct ibv_context *ctx = softnic_open_device(dev);
+    struct softnic_dv_attr dv;
+
+    if (ctx == nullptr) {
+        return nullptr;
+    }
+    memset(&dv, 0, sizeof(dv));
+    dv.progress = progress;
+    if (softnic_dv_set_attr(ctx, &dv) != 0) {
+        softnic_close_device(ctx);
+        return nullptr;
+    }
+    return ctx;
+}
+
 /* The address of a device by its GID (a GRH), or by its LID */
 inline struct ibv_ah_attr grh_to(const union ibv_gid &dgid)
 {
