@@ -419,7 +419,7 @@ TEST(soft_gid, qp_numbers_distinct_across_processes)
 
 /* A QP of a process killed before it cleaned up: connecting to its number
  * fails cleanly, and the next device brought up on the host reclaims the
- * number's entry */
+ * number's entry (at the latest) */
 TEST(soft_gid, dead_process_qp_number_is_refused_and_reclaimed)
 {
     child c;
@@ -450,7 +450,11 @@ TEST(soft_gid, dead_process_qp_number_is_refused_and_reclaimed)
     kill(pid, SIGKILL);
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     c.pid = -1;
-    EXPECT_EQ(ESRCH, softnic_test_num_owner('q', num, &owner));
+    /* ESRCH: the entry names a dead owner; ENOENT: a device another
+     * process brought up meanwhile (make check runs tests side by side)
+     * has already reclaimed it */
+    int ret = softnic_test_num_owner('q', num, &owner);
+    EXPECT_TRUE((ret == ESRCH) || (ret == ENOENT)) << strerror(ret);
     EXPECT_EQ(ECONNREFUSED, to_rtr(qp, grh_to(a.gid()), num));
 
     side b;                      /* brought up: sweeps what the dead left */
