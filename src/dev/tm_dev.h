@@ -94,13 +94,22 @@ typedef struct tm_dev_attr {
     uint32_t            sl;                 /* 0: SL 0 (UCX's SL=auto
                                                without adaptive routing);
                                                else TM_DEV_ATTR_SET | SL */
+    uint32_t            timeout;            /* 0: 18 (UCX's RC TIMEOUT=1s);
+                                               else TM_DEV_ATTR_SET | the
+                                               QPs' local ACK timeout,
+                                               4.096 us * 2^timeout (0:
+                                               for ever) */
+    uint32_t            retry_cnt;          /* 0: 7 (UCX's RC RETRY_COUNT);
+                                               else TM_DEV_ATTR_SET |
+                                               retries, 0..7 */
     double              soft_latency;       /* the software NIC's figures
                                                (tm_dev_perf_t): seconds */
     double              soft_bandwidth;     /* bytes per second, one
                                                CPU's copies */
 } tm_dev_attr_t;
 
-/* tm_dev_attr_t::pkey and sl: a value the user set (0 is "auto") */
+/* tm_dev_attr_t::pkey, sl, timeout and retry_cnt: a value the user set (0
+ * is "auto") */
 #define TM_DEV_ATTR_SET         (1u << 16)
 
 /* tm_dev_attr_t::soft_progress: where the software NIC does its work (a

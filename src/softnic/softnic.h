@@ -179,7 +179,17 @@ struct softnic_dv_attr {
     uint32_t rndv_final;         /* enum softnic_rndv_final: the second
                                     completion of a two-completion software
                                     rendezvous; default CANCELED */
+    uint32_t timeout;            /* SOFTNIC_DV_SET | the local ACK timeout
+                                    (ibv_qp_attr::timeout, 0..31) of the
+                                    QPs connected without RTS (to a remote
+                                    SRQ, and those an SRQ accepts); default
+                                    18, as UCX's RC */
+    uint32_t retry_cnt;          /* SOFTNIC_DV_SET | their retry count,
+                                    0..7; default 7 */
 };
+
+/* softnic_dv_attr::timeout and retry_cnt: a value (0 is one) */
+#define SOFTNIC_DV_SET  (1u << 16)
 
 /*
  * softnic_dv_attr::hold_match.  Nothing orders the completion of a failed

@@ -8,8 +8,9 @@
  *   RDMA READ / when the copy is done.
  *   RDMA WRITE
  * A peer that dies or closes fails the outstanding requests
- * (IBV_WC_RETRY_EXC_ERR, then IBV_WC_WR_FLUSH_ERR) once a rate-limited
- * liveness check sees it gone (an engine asleep wakes for it every
+ * (IBV_WC_RETRY_EXC_ERR, then IBV_WC_WR_FLUSH_ERR) when a NIC's retries
+ * would have run out, counted from the rate-limited liveness check that
+ * first sees it gone (an engine asleep wakes for it every
  * SN_LIVENESS_PERIOD_NS while a QP waits on its peer: liveness_now); a QP
  * in the error state flushes everything.
  */
@@ -33,12 +34,23 @@ void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status)
     qp->sq_sent = qp->sq_tail;
 }
 
+/* How long a NIC keeps sending a request nobody acknowledges: the first
+ * time and retry_cnt retries, each waiting the local ACK timeout of
+ * 4.096 us * 2^timeout (0: for ever) */
+static uint64_t sn_qp_retries_ns(const sn_qp_t *qp)
+{
+    if (qp->attr.timeout == 0) {
+        return UINT64_MAX;
+    }
+    return (4096ull << qp->attr.timeout) * (qp->attr.retry_cnt + 1u);
+}
+
 /* The peer is gone: what it consumed before it went completes, as the ack
  * a NIC sends on arrival, whatever its software does next (a pingpong's
  * last reply, consumed by a peer that then exits); if nothing else is
- * outstanding the QP stays as it is, else the rest fails as if retries ran
- * out */
-static void sn_qp_peer_gone(sn_qp_t *qp)
+ * outstanding the QP stays as it is, else the rest fails once retries have
+ * run out, counted from now (the first check that saw it gone) */
+static void sn_qp_peer_gone(sn_qp_t *qp, uint64_t now)
 {
     if (sn_qp_nak_check(qp, 0)) {
         return;                 /* it said why (softnic_rq.c) */
@@ -50,7 +62,14 @@ static void sn_qp_peer_gone(sn_qp_t *qp)
     if (!sn_qp_waits_on_peer(qp)) {
         return;
     }
-    sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
+    if (qp->gone_deadline_ns == 0) {
+        sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
+        qp->gone_deadline_ns = (sn_qp_retries_ns(qp) > UINT64_MAX - now) ?
+                               UINT64_MAX : now + sn_qp_retries_ns(qp);
+    }
+    if (now < qp->gone_deadline_ns) {
+        return;
+    }
     sn_qp_set_error(qp);
     sn_qp_fail_from(qp, qp->sq_head, IBV_WC_RETRY_EXC_ERR);
 }
@@ -172,7 +191,7 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
         if ((now >= qp->next_liveness_ns) || sn_qp_ctx(qp)->liveness_now) {
             qp->next_liveness_ns = now + SN_LIVENESS_PERIOD_NS;
             if (!sn_qp_peer_alive(qp)) {
-                sn_qp_peer_gone(qp);
+                sn_qp_peer_gone(qp, now);
             }
         }
     } else if (qp->ibv.state == IBV_QPS_ERR) {

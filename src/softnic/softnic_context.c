@@ -320,6 +320,8 @@ static int sn_attr_check(const struct softnic_dv_attr *attr)
         (attr->tm_max_sge > SN_TM_MAX_SGE) ||
         (attr->hold_match > SOFTNIC_HOLD_MATCH_ON) ||
         (attr->rndv_final > SOFTNIC_RNDV_FINAL_CANCELED) ||
+        (attr->timeout > (SOFTNIC_DV_SET | 31)) ||
+        (attr->retry_cnt > (SOFTNIC_DV_SET | 7)) ||
         ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
          (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
@@ -376,6 +378,12 @@ int softnic_dv_set_attr(struct ibv_context *context,
     }
     if (attr->rndv_final != SOFTNIC_RNDV_FINAL_KEEP) {
         next.rndv_final = attr->rndv_final;
+    }
+    if (attr->timeout != 0) {
+        next.timeout = attr->timeout;
+    }
+    if (attr->retry_cnt != 0) {
+        next.retry_cnt = attr->retry_cnt;
     }
     ret = sn_attr_check(&next);
     if (ret != 0) {
@@ -568,6 +576,8 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.tm_max_sge        = 1;
     ctx->attr.hold_match        = SOFTNIC_HOLD_MATCH_OFF;
     ctx->attr.rndv_final        = SOFTNIC_RNDV_FINAL_CANCELED;
+    ctx->attr.timeout           = SOFTNIC_DV_SET | 18;
+    ctx->attr.retry_cnt         = SOFTNIC_DV_SET | 7;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;

@@ -512,6 +512,7 @@ struct sn_qp {
     sn_peer_t          *peer;        /* peer device's registration table */
     sn_proc_id_t       peer_proc;
     uint64_t           next_liveness_ns;
+    uint64_t           gone_deadline_ns; /* peer gone: retries run out */
     uint32_t           liveness_polls;
     /* doorbells rung at the peer for what we produced and consumed */
     uint64_t           db_out_tail, db_in_head;

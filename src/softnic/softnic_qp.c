@@ -125,6 +125,10 @@ int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
     /* retried for ever until RTS says (a QP accepted by an SRQ never
      * goes through RTS): the responder's RNR waits read it */
     out->rnr_retry     = 7;
+    /* the device's, until RTS says */
+    qp->attr.timeout   = (uint8_t)ctx->attr.timeout;
+    qp->attr.retry_cnt = (uint8_t)ctx->attr.retry_cnt;
+    qp->gone_deadline_ns = 0;
     sn_qp_backlog_init(qp);
     return 0;
 }

@@ -393,8 +393,8 @@ static int tm_verbs_qp_rts(tm_verbs_dev_t *dev, struct ibv_qp *qp)
     memset(&attr, 0, sizeof(attr));
     attr.qp_state      = IBV_QPS_RTS;
     attr.sq_psn        = tm_verbs_psn(qp->qp_num);
-    attr.timeout       = TM_VERBS_TIMEOUT;
-    attr.retry_cnt     = TM_VERBS_RETRY_CNT;
+    attr.timeout       = dev->timeout;
+    attr.retry_cnt     = dev->retry_cnt;
     /* A full SRQ makes the sender wait (RNR) rather than fail */
     attr.rnr_retry     = TM_VERBS_RNR_RETRY;
     attr.max_rd_atomic = dev->lim.max_rd_atomic;

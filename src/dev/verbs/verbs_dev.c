@@ -450,7 +450,10 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
         .rndv_final        = (attr->soft_rndv_final ==
                               TM_DEV_SOFT_RNDV_FINAL_EXPECTED) ?
                              SOFTNIC_RNDV_FINAL_EXPECTED :
-                             SOFTNIC_RNDV_FINAL_CANCELED
+                             SOFTNIC_RNDV_FINAL_CANCELED,
+        /* for the connections to a remote SRQ, which skip RTS */
+        .timeout           = SOFTNIC_DV_SET | dev->timeout,
+        .retry_cnt         = SOFTNIC_DV_SET | dev->retry_cnt
     };
     int ret;
 
@@ -555,10 +558,16 @@ int tm_dev_open(const tm_dev_info_t *info, const tm_dev_attr_t *attr,
     dev->lib       = info->lib;
     dev->pkey_want = attr->pkey;
     dev->sl        = (attr->sl & TM_DEV_ATTR_SET) ? (uint8_t)attr->sl : 0;
+    dev->timeout   = (attr->timeout & TM_DEV_ATTR_SET) ?
+                     (uint8_t)attr->timeout : TM_VERBS_TIMEOUT;
+    dev->retry_cnt = (attr->retry_cnt & TM_DEV_ATTR_SET) ?
+                     (uint8_t)attr->retry_cnt : TM_VERBS_RETRY_CNT;
     tm_verbs_name_copy(dev->super.name, info->name);
-    if ((attr->sl & TM_DEV_ATTR_SET) && ((uint8_t)attr->sl > 15)) {
+    /* InfiniBand has 16 service levels; the QP's timeout and retry count
+     * are 5 and 3 bits */
+    if ((dev->sl > 15) || (dev->timeout > 31) || (dev->retry_cnt > 7)) {
         free(dev);
-        return EINVAL;      /* InfiniBand has 16 service levels */
+        return EINVAL;
     }
 
     ret = tm_verbs_open_context(dev->lib, info->name, &dev->ctx);

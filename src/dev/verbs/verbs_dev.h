@@ -45,7 +45,9 @@ extern "C" {
 
 /* RC transport parameters (UCX rc defaults) */
 #define TM_VERBS_PORT_DEFAULT        1
-#define TM_VERBS_TIMEOUT             18     /* 4.096us * 2^18 ~ 1.07 s */
+#define TM_VERBS_TIMEOUT             18     /* 4.096us * 2^18 ~ 1.07 s: a
+                                               request to a gone peer fails
+                                               after (7 + 1) * 1.07 s */
 #define TM_VERBS_RETRY_CNT           7
 #define TM_VERBS_RNR_RETRY           7      /* infinite: RNR is flow control */
 #define TM_VERBS_MIN_RNR_TIMER       13     /* 0.96 ms: UCX 1.13's RC
@@ -143,6 +145,8 @@ typedef struct tm_verbs_dev {
     uint16_t                    pkey;       /* the key there, host order */
     uint32_t                    pkey_want;  /* tm_dev_attr_t::pkey */
     uint8_t                     sl;
+    uint8_t                     timeout;    /* the QPs' local ACK timeout */
+    uint8_t                     retry_cnt;
     tm_verbs_limits_t           lim;
     tm_dev_perf_t               soft_perf;  /* the software NIC's figures */
     unsigned                    flags;      /* TM_DEV_CAP_* */

@@ -80,6 +80,18 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "reports no adaptive-routing SLs through verbs.",
      ucs_offsetof(uct_rc_tm_md_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
 
+    {"TIMEOUT", "1.0s",
+     "Time a connection waits for the peer to acknowledge a request before it\n"
+     "sends it again (the QPs' local ACK timeout, as UCX_RC_TIMEOUT), rounded\n"
+     "up to 4.096 us times a power of two, 8.192 us to 2.4 h.",
+     ucs_offsetof(uct_rc_tm_md_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "7",
+     "Times a request is sent again before the connection fails, 0..7 (as\n"
+     "UCX_RC_RETRY_COUNT): a peer that is gone is found out after\n"
+     "(RETRY_COUNT + 1) * TIMEOUT.",
+     ucs_offsetof(uct_rc_tm_md_config_t, retry_count), UCS_CONFIG_TYPE_UINT},
+
     {"SOFT", "auto",
      "List the software NIC (device \"soft\") as a device of rc_tm.\n"
      " auto - only where no tag-matching NIC is listed: next to a NIC, UCP\n"
@@ -424,6 +436,20 @@ static uint32_t uct_rc_tm_md_tx_inline(const uct_rc_tm_md_config_t *config,
     return info->soft ? UCT_RC_TM_SOFT_TX_INLINE : 0;
 }
 
+/* The QPs' local ACK timeout exponent for a time: the least that waits as
+ * long (4.096 us * 2^exp), at least 1; 0 past the largest */
+static uint8_t uct_rc_tm_md_timeout_exp(double timeout)
+{
+    uint8_t exp;
+
+    for (exp = 1; exp <= 31; ++exp) {
+        if (4.096e-6 * (double)(1ul << exp) >= timeout) {
+            return exp;
+        }
+    }
+    return 0;
+}
+
 ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                                       const char *md_name,
                                       const uct_md_config_t *uct_md_config,
@@ -435,9 +461,11 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     tm_dev_info_t info;
     uct_rc_tm_md_t *md;
     ucs_status_t status;
+    uint8_t timeout_exp;
     size_t max_ops;
     int ret;
 
+    timeout_exp = uct_rc_tm_md_timeout_exp(config->timeout);
     max_ops = (config->max_list_ops == UCS_ULUNITS_AUTO) ?
               (2 * (size_t)config->list_size) + 2 : config->max_list_ops;
     if ((config->list_size == 0) || (max_ops == 0) || (max_ops > UINT_MAX)) {
@@ -464,6 +492,13 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     if ((config->sl != UCS_ULUNITS_AUTO) && (config->sl > 15)) {
         ucs_error("rc_tm: UCX_RC_TM_SL (%lu) must be within 0..15",
                   config->sl);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!(config->timeout > 0) || (timeout_exp == 0) ||
+        (config->retry_count > 7)) {
+        ucs_error("rc_tm: UCX_RC_TM_TIMEOUT (%g s) must be within 0..8796 s "
+                  "and UCX_RC_TM_RETRY_COUNT (%u) within 0..7",
+                  config->timeout, config->retry_count);
         return UCS_ERR_INVALID_PARAM;
     }
     if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
@@ -511,6 +546,8 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                              TM_DEV_ATTR_SET | (uint32_t)config->pkey;
     attr.sl                = (config->sl == UCS_ULUNITS_AUTO) ? 0 :
                              TM_DEV_ATTR_SET | (uint32_t)config->sl;
+    attr.timeout           = TM_DEV_ATTR_SET | timeout_exp;
+    attr.retry_cnt         = TM_DEV_ATTR_SET | config->retry_count;
 
     ret = tm_dev_open(&info, &attr, &md->dev);
     if (ret != 0) {

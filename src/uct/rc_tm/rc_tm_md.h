@@ -38,6 +38,8 @@ typedef struct uct_rc_tm_md_config {
                                                   parser writes a size_t) */
     unsigned long            sl;               /* UCX_RC_TM_SL, or
                                                   UCS_ULUNITS_AUTO */
+    double                   timeout;          /* UCX_RC_TM_TIMEOUT, seconds */
+    unsigned                 retry_count;      /* UCX_RC_TM_RETRY_COUNT */
     ucs_ternary_auto_value_t soft;             /* UCX_RC_TM_SOFT: list the
                                                   software NIC */
     ucs_ternary_auto_value_t fork_init;        /* UCX_RC_TM_FORK_INIT */

@@ -80,9 +80,18 @@ struct node {
     std::vector<tm_dev_mr_t*> extra_mrs; /* deregistered at close */
     std::deque<tm_dev_wc_t> wcs;       /* polled, not yet looked at */
 
-    void open(const tm_dev_attr_t &attr, unsigned cq_depth = 1024,
+    /* Unless attr says otherwise, the connections' local ACK timeout is
+     * 16.8 ms (TEST_TIMEOUT): a peer that is gone is found out when the
+     * retries run out, (7 + 1) * 16.8 ms, not the device's 8 * 1.07 s */
+    enum : uint8_t { TEST_TIMEOUT = 12 };
+
+    void open(const tm_dev_attr_t &attr_in, unsigned cq_depth = 1024,
               size_t arena_size = 8 << 20) {
+        tm_dev_attr_t attr = attr_in;
         tm_dev_info_t info;
+        if (attr.timeout == 0) {
+            attr.timeout = TM_DEV_ATTR_SET | TEST_TIMEOUT;
+        }
         ASSERT_EQ(0, tm_dev_find("soft", &info));
         ASSERT_EQ(0, tm_dev_open(&info, &attr, &dev));
         ASSERT_EQ(0, tm_dev_create_cq(dev, cq_depth, &cq));

@@ -20,7 +20,7 @@ void connect_qp(node &self, struct ibv_qp *qp, node &peer, uint32_t peer_qpn)
     ASSERT_EQ(0, softnic_query_gid(tm_dev_ibv_context(peer.dev), 1, 0, &gid));
     ASSERT_EQ(0, verbs_connect::to_rtr(qp, verbs_connect::grh_to(gid),
                                        peer_qpn, 13));
-    ASSERT_EQ(0, verbs_connect::to_rts(qp, 7, 18));
+    ASSERT_EQ(0, verbs_connect::to_rts(qp, 7, node::TEST_TIMEOUT));
     (void)self;
 }
 

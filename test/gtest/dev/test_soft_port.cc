@@ -214,7 +214,7 @@ TEST_F(soft_pair, query_qp_reads_back_the_connection)
     EXPECT_EQ(0, memcmp(r_gid.raw, attr.ah_attr.grh.dgid.raw, 16));
     EXPECT_EQ(7, attr.rnr_retry);
     EXPECT_EQ(7, attr.retry_cnt);
-    EXPECT_EQ(18, attr.timeout);
+    EXPECT_EQ((uint8_t)node::TEST_TIMEOUT, attr.timeout);
     EXPECT_EQ(IBV_QPT_RC, init.qp_type);
     EXPECT_EQ(tm_dev_ibv_srq(s.srq), init.srq);
     EXPECT_EQ(ibv_cq_ex_to_cq(s.cq->cq), init.send_cq);

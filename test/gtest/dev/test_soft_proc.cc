@@ -277,10 +277,11 @@ TEST(soft_proc, dead_peer_gives_error_completions_in_bounded_time)
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
 
+    /* not before the retries ran out, as a NIC */
     double t0 = now_sec();
     tm_dev_wc_t wc;
     ASSERT_TRUE(n.next(&wc, 2.0));
-    EXPECT_LT(now_sec() - t0, 1.0);
+    EXPECT_GE(now_sec() - t0, 8 * 4.096e-6 * (1 << node::TEST_TIMEOUT));
     EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status);
     EXPECT_EQ(0u, wc.wr_id);
     for (int i = 1; i < 5; ++i) {
@@ -441,7 +442,10 @@ TEST(soft_proc, leftover_shm_of_killed_process_is_reclaimed)
     kill(pid, SIGKILL);
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
-    EXPECT_EQ(4u, shm_names(prefix).size());     /* the killed process left them */
+    /* the killed process left them (or a device another test process
+     * brought up meanwhile already reclaimed them) */
+    size_t left = shm_names(prefix).size();
+    EXPECT_TRUE((left == 4u) || (left == 0u)) << left;
 
     node n;
     tm_dev_attr_t attr;

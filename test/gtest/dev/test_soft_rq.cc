@@ -447,6 +447,34 @@ TEST_P(soft_rq, a_send_taken_completes_after_the_peer_qp_is_destroyed)
     EXPECT_EQ(IBV_QPS_RTS, s.state());
 }
 
+/* A SEND its peer never takes (the peer's QP destroyed: no ACK comes)
+ * fails as on a NIC: only once the requester has sent it retry_cnt times
+ * more, each after the local ACK timeout (IBTA 9.7.6), so not before
+ * (7 + 1) * 4.096 us * 2^14 (verbs_connect's to_rts); then the rest is
+ * flushed */
+TEST_P(soft_rq, a_send_never_taken_fails_once_retries_run_out)
+{
+    const double retries = (7 + 1) * 4.096e-6 * (1 << 14);
+
+    ASSERT_NO_FATAL_FAILURE(pair());
+    EXPECT_EQ(0, softnic_destroy_qp(r.qp));
+    r.qp = nullptr;
+
+    double t0 = now_sec();
+    ASSERT_EQ(0, s.send(7, "lost", 512));
+    ASSERT_EQ(0, s.send(8, "after", 768));
+    struct ibv_wc wc;
+    ASSERT_TRUE(next(s, &wc, 10 * retries));
+    double waited = now_sec() - t0;
+    EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(7u, wc.wr_id);
+    EXPECT_GE(waited, retries) << "failed before the retries ran out";
+    ASSERT_TRUE(next(s, &wc));
+    EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+    EXPECT_EQ(8u, wc.wr_id);
+    EXPECT_EQ(IBV_QPS_ERR, s.state());
+}
+
 /* What creation grants and ibv_query_qp reports, as mlx5 sizes its
  * receive queue (mlx5_calc_rq_size): WQEs in a power of two filling
  * 64 bytes at least, scatter entries filling a power-of-two WQE */

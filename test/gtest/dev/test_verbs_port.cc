@@ -397,3 +397,59 @@ TEST_F(verbs_hw, connected_qps_have_ucx_rc_parameters)
     tm_dev_destroy_srq(srq);
     tm_dev_destroy_cq(cq);
 }
+
+/* The local ACK timeout and retry count the device was opened with (rc_tm:
+ * UCX_RC_TM_TIMEOUT, RETRY_COUNT) on every QP of a connection, those
+ * connected to a remote SRQ too; out of their 5 and 3 bits, no device */
+TEST_F(verbs_hw, connected_qps_have_the_timeout_asked)
+{
+    tm_dev_t *bad;
+    tm_dev_attr_t attr = m_attr;
+    attr.timeout = TM_DEV_ATTR_SET | 32;
+    EXPECT_EQ(EINVAL, tm_dev_open(&m_info, &attr, &bad));
+    attr.timeout   = TM_DEV_ATTR_SET | 12;
+    attr.retry_cnt = TM_DEV_ATTR_SET | 8;
+    EXPECT_EQ(EINVAL, tm_dev_open(&m_info, &attr, &bad));
+
+    tm_dev_close(m_dev);
+    m_dev = NULL;
+    attr.retry_cnt = TM_DEV_ATTR_SET | 0;
+    ASSERT_EQ(0, tm_dev_open(&m_info, &attr, &m_dev));
+
+    tm_dev_cq_t *cq;
+    tm_dev_srq_t *srq;
+    tm_dev_conn_t *a, *b, *c = NULL;
+    ASSERT_EQ(0, tm_dev_create_cq(m_dev, 64, &cq));
+    ASSERT_EQ(0, tm_dev_create_srq(m_dev, cq, &srq));
+    ASSERT_NO_FATAL_FAILURE(loopback(srq, cq, &a, &b));
+    std::vector<struct ibv_qp*> qps = {tm_dev_ibv_qp(a), tm_dev_ibv_qp(b)};
+    tm_dev_query(m_dev, &m_caps);
+    if (m_caps.flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        uint8_t dev_addr[TM_DEV_ADDR_MAX], srq_addr[TM_DEV_ADDR_MAX];
+        tm_dev_addr(m_dev, dev_addr);
+        tm_dev_srq_addr(srq, srq_addr);
+        ASSERT_EQ(0, tm_dev_create_conn(m_dev, srq, cq, &c));
+        ASSERT_EQ(0, tm_dev_connect_to_srq(c, dev_addr, srq_addr));
+        qps.push_back(tm_dev_ibv_qp(c));
+    }
+
+    for (struct ibv_qp *qp : qps) {
+        struct ibv_qp_attr qattr;
+        struct ibv_qp_init_attr init;
+
+        memset(&qattr, 0, sizeof(qattr));
+        ASSERT_EQ(0, m_info.lib->query_qp(qp, &qattr,
+                                          IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT,
+                                          &init));
+        EXPECT_EQ(12, qattr.timeout) << qp->qp_num;
+        EXPECT_EQ(0, qattr.retry_cnt) << qp->qp_num;
+    }
+
+    if (c != NULL) {
+        tm_dev_destroy_conn(c);
+    }
+    tm_dev_destroy_conn(a);
+    tm_dev_destroy_conn(b);
+    tm_dev_destroy_srq(srq);
+    tm_dev_destroy_cq(cq);
+}

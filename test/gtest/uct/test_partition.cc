@@ -1,9 +1,10 @@
 /*
  * Connection setup at the UCT level (issue 36, items 9, 10, 15): the
  * partition an interface uses (UCX_RC_TM_PKEY, as UCX_IB_PKEY) and whom it
- * reaches, the service level (UCX_RC_TM_SL, as UCX_IB_SL) and the inline
- * size of UCX's send queue.  The software NIC's P_Key table is set with
- * SOFTNIC_PKEY_TABLE, read when a device is opened.
+ * reaches, the service level (UCX_RC_TM_SL, as UCX_IB_SL), the inline
+ * size of UCX's send queue, and the connections' timeout and retry count.
+ * The software NIC's P_Key table is set with SOFTNIC_PKEY_TABLE, read when
+ * a device is opened.
  */
 #include "uct_fixture.h"
 #include "../common/rc_tm_config.h"
@@ -157,6 +158,23 @@ TEST_F(rc_tm_partition, sl_config)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, md_open_on("0xffff", {{"SL", "16"}},
                                                 &md));
     open_on("0xffff", {{"SL", "5"}});
+    am_arrives();
+}
+
+/* UCX_RC_TM_TIMEOUT and RETRY_COUNT, as UCX_RC_TIMEOUT and
+ * UCX_RC_RETRY_COUNT: a time the QP's 5-bit exponent can say (4.096 us *
+ * 2^1..2^31) and 0..7 retries; else the md does not open */
+TEST_F(rc_tm_partition, timeout_and_retry_count_config)
+{
+    uct_md_h md;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              md_open_on("0xffff", {{"TIMEOUT", "0s"}}, &md));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              md_open_on("0xffff", {{"TIMEOUT", "10000s"}}, &md));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              md_open_on("0xffff", {{"RETRY_COUNT", "8"}}, &md));
+    open_on("0xffff", {{"TIMEOUT", "10ms"}, {"RETRY_COUNT", "0"}});
     am_arrives();
 }
 
