@@ -34,15 +34,15 @@ void sn_qp_fail_from(sn_qp_t *qp, uint32_t index, enum ibv_wc_status status)
     qp->sq_sent = qp->sq_tail;
 }
 
-/* How long a NIC keeps sending a request nobody acknowledges: the first
- * time and retry_cnt retries, each waiting the local ACK timeout of
- * 4.096 us * 2^timeout (0: for ever) */
-static uint64_t sn_qp_retries_ns(const sn_qp_t *qp)
+/* When a NIC gives up a request nobody acknowledges, sent now: after the
+ * first time and retry_cnt retries, each waiting the local ACK timeout of
+ * 4.096 us * 2^timeout (0: never) */
+static uint64_t sn_qp_retries_end(const sn_qp_t *qp, uint64_t now)
 {
     if (qp->attr.timeout == 0) {
         return UINT64_MAX;
     }
-    return (4096ull << qp->attr.timeout) * (qp->attr.retry_cnt + 1u);
+    return now + (4096ull << qp->attr.timeout) * (qp->attr.retry_cnt + 1u);
 }
 
 /* The peer is gone: what it consumed before it went completes, as the ack
@@ -64,8 +64,7 @@ static void sn_qp_peer_gone(sn_qp_t *qp, uint64_t now)
     }
     if (qp->gone_deadline_ns == 0) {
         sn_debug("peer of QP 0x%x is gone", qp->ibv.qp_num);
-        qp->gone_deadline_ns = (sn_qp_retries_ns(qp) > UINT64_MAX - now) ?
-                               UINT64_MAX : now + sn_qp_retries_ns(qp);
+        qp->gone_deadline_ns = sn_qp_retries_end(qp, now);
     }
     if (now < qp->gone_deadline_ns) {
         return;
