@@ -273,12 +273,13 @@ TEST(soft_proc, dead_peer_gives_error_completions_in_bounded_time)
     n.poll();
     EXPECT_TRUE(n.wcs.empty());                   /* peer alive: they wait */
 
+    /* not before the retries ran out, as a NIC (counted from before the
+     * kill: an engine thread may see the peer gone before waitpid returns) */
+    double t0 = now_sec();
     kill(pid, SIGKILL);
     int status;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
 
-    /* not before the retries ran out, as a NIC */
-    double t0 = now_sec();
     tm_dev_wc_t wc;
     ASSERT_TRUE(n.next(&wc, 2.0));
     EXPECT_GE(now_sec() - t0, 8 * 4.096e-6 * (1 << node::TEST_TIMEOUT));
