@@ -553,8 +553,9 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
         ((attr_mask & IBV_QP_PORT) && (attr->port_num != 1)) ||
         ((attr_mask & IBV_QP_PKEY_INDEX) &&
          (attr->pkey_index >= sn_qp_ctx(qp)->port.npkeys)) ||
-        ((attr_mask & IBV_QP_CUR_STATE) && (attr->cur_qp_state != from))) {
-        return EINVAL;
+        ((attr_mask & IBV_QP_CUR_STATE) && (attr->cur_qp_state != from)) ||
+        ((attr_mask & IBV_QP_RETRY_CNT) && (attr->retry_cnt > 7))) {
+        return EINVAL;          /* retry_cnt: mlx5 writes it past its 3 bits */
     }
 
     if ((from == IBV_QPS_INIT) && (to == IBV_QPS_RTR)) {
@@ -569,6 +570,7 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
         sn_qp_fail_from(qp, qp->sq_head, IBV_WC_WR_FLUSH_ERR);
     }
     sn_qp_attr_save(qp, attr, attr_mask);
+    qp->attr.timeout &= 31;     /* mlx5 keeps 5 bits (timeout << 3 in a u8) */
     if (attr_mask & IBV_QP_PKEY_INDEX) {
         sn_qp_pkey_publish(qp);
     }

@@ -475,6 +475,41 @@ TEST_P(soft_rq, a_send_never_taken_fails_once_retries_run_out)
     EXPECT_EQ(IBV_QPS_ERR, s.state());
 }
 
+/* RTS's timeout and retry count as mlx5 takes them: the kernel writes
+ * timeout << 3 into a byte (the firmware and ibv_query_qp see its 5 low
+ * bits); a retry count past its 3 bits is refused (mlx5 would write it
+ * into the next field) */
+TEST_P(soft_rq, rts_keeps_5_bits_of_timeout_and_refuses_8_retries)
+{
+    s.qp = s.create_qp(16, 2);
+    ASSERT_NE(nullptr, s.qp);
+    union ibv_gid gid;
+    ASSERT_EQ(0, softnic_query_gid(r.ctx, 1, 0, &gid));
+    ASSERT_EQ(0, to_init(s.qp));
+    ASSERT_EQ(0, to_rtr(s.qp, grh_to(gid), s.qp->qp_num));
+
+    struct ibv_qp_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = 32 + 14;
+    attr.retry_cnt     = 8;
+    attr.rnr_retry     = 7;
+    attr.max_rd_atomic = 1;
+    const int mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+                     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                     IBV_QP_MAX_QP_RD_ATOMIC;
+    EXPECT_EQ(EINVAL, softnic_modify_qp(s.qp, &attr, mask));
+    EXPECT_EQ(IBV_QPS_RTR, s.state());
+    attr.retry_cnt = 7;
+    ASSERT_EQ(0, softnic_modify_qp(s.qp, &attr, mask));
+
+    struct ibv_qp_init_attr init;
+    ASSERT_EQ(0, softnic_query_qp(s.qp, &attr, IBV_QP_TIMEOUT |
+                                  IBV_QP_RETRY_CNT, &init));
+    EXPECT_EQ(14, attr.timeout);
+    EXPECT_EQ(7, attr.retry_cnt);
+}
+
 /* What creation grants and ibv_query_qp reports, as mlx5 sizes its
  * receive queue (mlx5_calc_rq_size): WQEs in a power of two filling
  * 64 bytes at least, scatter entries filling a power-of-two WQE */
