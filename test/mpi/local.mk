@@ -55,15 +55,32 @@ check-mpi-thread: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_pe
 	RC_TM_MPI_SOFT_PROGRESS=thread \
 	$(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS)
 
+# and wired up as on a cluster, by worker address over each auxiliary
+# transport this UCX can use (test/aux_tls.sh):
+# 'make check-mpi-aux'
+check-mpi-aux: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers src/uct/rc_tm/libuct_rc_tm.la test/interpose/libsoftnic_verbs.la
+	@rc=0; \
+	auxs=$$($(SHELL) $(srcdir)/test/aux_tls.sh $(UCX_VERSION)) || exit 1; \
+	for aux in $$auxs; do \
+	    MPIRUN='$(MPIRUN)' \
+	    RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
+	    RC_TM_INTERPOSER='$(abs_top_builddir)/test/interpose/.libs/libsoftnic_verbs.so' \
+	    RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
+	    RC_TM_BENCH_BINDIR='$(abs_top_builddir)/test/bench' \
+	    RC_TM_MPI_AUX=$$aux \
+	    $(SHELL) $(srcdir)/test/mpi/run_mpi_tests.sh $(MPI_TESTS) || rc=1; \
+	done; exit $$rc
+
 check-local: check-mpi-after-tests
 check-mpi-after-tests: check-TESTS
 	@$(MAKE) $(AM_MAKEFLAGS) check-mpi
 	@$(MAKE) $(AM_MAKEFLAGS) check-mpi-thread
+	@$(MAKE) $(AM_MAKEFLAGS) check-mpi-aux
 
-.PHONY: check-mpi check-mpi-thread check-mpi-after-tests
+.PHONY: check-mpi check-mpi-thread check-mpi-aux check-mpi-after-tests
 
 CLEANFILES += $(MPI_TEST_BINS) $(MPI_TEST_HELPER) test/mpi/*.mpilog
-EXTRA_DIST += test/mpi/README.md test/mpi/run_mpi_tests.sh \
+EXTRA_DIST += test/mpi/README.md test/mpi/run_mpi_tests.sh test/aux_tls.sh \
 	test/mpi/rc_tm_check.h test/mpi/rc_tm_check.c \
 	test/mpi/pingpong.c test/mpi/order.c test/mpi/anysrc.c \
 	test/mpi/manyrecv.c test/mpi/flood.c test/mpi/cancel.c \

@@ -12,6 +12,14 @@
 #   RC_TM_MPI_SOFT_PROGRESS  inline or thread: UCX_RC_TM_SOFT_PROGRESS of
 #                      the ranks (default: UCX's default); the checks of
 #                      the checks (nomodule, othertransport) run without it
+#   RC_TM_MPI_AUX      tcp, posix or ud_verbs: rc_tm wired up as on a
+#                      cluster, endpoint to endpoint by worker address over
+#                      that auxiliary transport (UCX_TLS=rc_tm,AUX:aux,
+#                      UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n); ud_verbs runs on the
+#                      software NIC through the test interposer
+#                      (RC_TM_INTERPOSER); the checks of the checks and
+#                      overlap_sm run without it
+#   RC_TM_INTERPOSER   libsoftnic_verbs.so (test/interpose), for ud_verbs
 # Arguments: names of the tests to run (default: all).
 
 MPIRUN=${MPIRUN:-mpirun}
@@ -22,6 +30,18 @@ MODULE=${RC_TM_MODULE:?RC_TM_MODULE must name libuct_rc_tm.so}
 PROGRESS=${RC_TM_MPI_SOFT_PROGRESS:-}
 if [ -n "$PROGRESS" ]; then
     echo "MPI tests with UCX_RC_TM_SOFT_PROGRESS=$PROGRESS"
+fi
+
+# What carries the tagged messages: UCX_TLS and what is preloaded
+AUX=${RC_TM_MPI_AUX:-}
+TLS=rc_tm
+PRELOAD=$MODULE
+if [ -n "$AUX" ]; then
+    TLS="rc_tm,$AUX:aux"
+    if [ "$AUX" = ud_verbs ]; then
+        PRELOAD="$MODULE:${RC_TM_INTERPOSER:?RC_TM_INTERPOSER must name libsoftnic_verbs.so for ud_verbs}"
+    fi
+    echo "MPI tests with UCX_TLS=$TLS and UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n (wired up by worker address over $AUX)"
 fi
 
 # The mpirun line (test/mpi/README.md says why each option is there)
@@ -138,11 +158,12 @@ while read -r name np prog extra; do
     if [ $# -gt 0 ]; then
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
-    if [ -n "$PROGRESS" ]; then
+    if [ -n "$PROGRESS$AUX" ]; then
         case $name in nomodule|othertransport|overlap_sm) continue ;; esac
-        extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
     fi
-    log="$BINDIR/$name${PROGRESS:+.$PROGRESS}.mpilog"
+    [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
+    [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n $extra"
+    log="$BINDIR/$name${PROGRESS:+.$PROGRESS}${AUX:+.$AUX}.mpilog"
     expect=$(expect_failure "$name")
     t0=$(date +%s)
     case $name in
@@ -156,19 +177,19 @@ while read -r name np prog extra; do
     overlap|overlap_sm)
         # UCX's log names the transports of the endpoints: rc_tm must
         # carry the tagged messages of the first
-        tls=rc_tm
+        tls=$TLS
         [ "$name" = overlap_sm ] && tls=sm
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=$tls \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$tls \
             -x UCX_LOG_LEVEL=info $extra \
             "$BENCHDIR/$prog" $OVERLAP_ARGS >"$log" 2>&1 ;;
     many_peers)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=rc_tm $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
             "$BENCHDIR/$prog" $PEERS_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$MODULE" -x UCX_TLS=rc_tm $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
             "$BINDIR/$prog" >"$log" 2>&1 ;;
     esac
     rc=$?

@@ -32,3 +32,7 @@ EXTRA_DIST += test/gtest/thread_mode.sh
 # ... and with list entries of one scatter entry, as mlx5's
 TESTS      += test/gtest/one_scatter_entry.sh
 EXTRA_DIST += test/gtest/one_scatter_entry.sh
+# ... and the UCP-level ones wired up by worker address over an auxiliary
+# transport, as on a cluster (rc_tm connected endpoint to endpoint)
+TESTS      += test/gtest/aux_wireup.sh
+EXTRA_DIST += test/gtest/aux_wireup.sh

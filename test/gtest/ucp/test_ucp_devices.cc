@@ -19,8 +19,9 @@
 
 namespace {
 
-/* ucp_init with UCX_TLS=rc_tm and the given UCX_NET_DEVICES; the
- * context's resources as ucp_context_print_info() prints them */
+/* ucp_init with the tests' UCX_TLS (rc_tm_test_tls()) and the given
+ * UCX_NET_DEVICES; the context's resources as ucp_context_print_info()
+ * prints them */
 ucs_status_t init(const char *net_devices, ucp_context_h *context_p,
                   std::string *info)
 {
@@ -31,7 +32,7 @@ ucs_status_t init(const char *net_devices, ucp_context_h *context_p,
     if (status != UCS_OK) {
         return status;
     }
-    EXPECT_EQ(UCS_OK, ucp_config_modify(config, "TLS", "rc_tm"));
+    EXPECT_EQ(UCS_OK, ucp_config_modify(config, "TLS", rc_tm_test_tls()));
     EXPECT_EQ(UCS_OK, ucp_config_modify(config, "NET_DEVICES", net_devices));
 
     ucp_params_t params = {};
@@ -53,19 +54,21 @@ ucs_status_t init(const char *net_devices, ucp_context_h *context_p,
     return UCS_OK;
 }
 
-ucp_ep_h connect(ucp_worker_h from, ucp_worker_h to)
+ucs_status_t connect(ucp_worker_h from, ucp_worker_h to, ucp_ep_h *ep_p)
 {
     ucp_address_t *addr;
     size_t length;
-    ucp_ep_h ep = NULL;
 
-    EXPECT_EQ(UCS_OK, ucp_worker_get_address(to, &addr, &length));
+    ucs_status_t status = ucp_worker_get_address(to, &addr, &length);
+    if (status != UCS_OK) {
+        return status;
+    }
     ucp_ep_params_t params = {};
     params.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     params.address         = addr;
-    EXPECT_EQ(UCS_OK, ucp_ep_create(from, &params, &ep));
+    status = ucp_ep_create(from, &params, ep_p);
     ucp_worker_release_address(to, addr);
-    return ep;
+    return status;
 }
 
 bool wait(ucp_worker_h a, ucp_worker_h b, void *req)
@@ -103,7 +106,8 @@ TEST(rc_tm_ucp_devices, net_devices_selects_rc_tm_by_device_and_port)
         ucp_worker_params_t wparams = {};
         ASSERT_EQ(UCS_OK, ucp_worker_create(context, &wparams, &w));
     }
-    ucp_ep_h ep = connect(workers[0], workers[1]);
+    ucp_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(workers[0], workers[1], &ep));
 
     char sbuf[64] = "named as UCX names it", rbuf[64] = {};
     ucp_request_param_t param = {};

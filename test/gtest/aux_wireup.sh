@@ -1,0 +1,46 @@
+#!/bin/sh
+# The UCP-level suites (test_ucp, the stress test's UCP part) once more
+# wired up as on a cluster: rc_tm connects endpoint to endpoint only, as on
+# a NIC (UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n), so UCP wires an endpoint made
+# from a worker address up over an auxiliary transport
+# (UCX_TLS=rc_tm,AUX:aux through RC_TM_TEST_TLS).  The suites' own counter
+# checks show that the device still matched the tags.
+#
+# Over every auxiliary transport this UCX can use (test/aux_tls.sh).
+: "${RC_TM_BUILDDIR:?RC_TM_BUILDDIR must name the build tree}"
+: "${RC_TM_SRCDIR:?RC_TM_SRCDIR must name the source tree}"
+: "${RC_TM_UCX_VERSION:?RC_TM_UCX_VERSION must name the UCX built against}"
+if [ "${UCX_RC_TM_SOFT_PROGRESS:-}" = thread ]; then
+    echo "not in the ThreadSanitizer build: its engine-thread runs are enough"
+    exit 77
+fi
+
+aux_tls=$(sh "$RC_TM_SRCDIR/test/aux_tls.sh" "$RC_TM_UCX_VERSION") || exit 1
+interposer=$RC_TM_BUILDDIR/test/interpose/.libs/libsoftnic_verbs.so
+
+# What does not run in this mode, and why:
+#  rc_tm_ucp_p2p.*   set the mode themselves
+#  forked_child      a child forked from a process using rc_tm and another
+#                    transport fails its first exchange (docs/testing.md)
+#  rc_tm_ucp_devices with tcp: UCX_NET_DEVICES=soft:1 leaves tcp's device
+#                    out, as a site's choice of an ib port leaves tcp out
+ucp_filter='-rc_tm_ucp_p2p.*:rc_tm_teardown.forked_child'
+
+rc=0
+for aux in $aux_tls; do
+    filter=$ucp_filter
+    preload=${LD_PRELOAD:-}
+    case $aux in
+    tcp)      filter="$filter:rc_tm_ucp_devices.*" ;;
+    ud_verbs) preload="$interposer${preload:+:$preload}" ;;
+    esac
+    for t in "ucp/test_ucp --gtest_filter=$filter" \
+             "stress/test_stress --gtest_filter=rc_tm_stress.*"; do
+        echo "== ${t%% *} (UCX_TLS=rc_tm,$aux:aux, connected endpoint to endpoint)"
+        # shellcheck disable=SC2086
+        LD_PRELOAD=$preload RC_TM_TEST_TLS="rc_tm,$aux:aux" \
+            UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n \
+            "$RC_TM_BUILDDIR/test/gtest/"$t || rc=1
+    done
+done
+exit $rc
