@@ -238,7 +238,8 @@ static unsigned uct_rc_tm_advise_unexpected(const uct_rc_tm_report_t *r,
     return 1;
 }
 
-/* Rendezvous the device matched only the request of */
+/* Rendezvous the device matched only the request of: advice where a
+ * setting of UCP's chose it, a note (no advice) where UCP's cost model did */
 static unsigned uct_rc_tm_advise_rndv(const uct_rc_tm_report_t *r,
                                       const uct_rc_tm_ucp_settings_t *s,
                                       ucs_string_buffer_t *strb)
@@ -262,12 +263,14 @@ static unsigned uct_rc_tm_advise_rndv(const uct_rc_tm_report_t *r,
                                   "device's rendezvous for fast-completion "
                                   "sends only, by its cost model\n",
                                   s->proto_enable);
+        return 0;
     } else {
         ucs_string_buffer_appendf(strb, "  note: most rendezvous were UCP's "
                                   "software rendezvous (the device matched "
                                   "the request, UCP moved the data): UCP "
                                   "sends so what is not contiguous or is "
                                   "longer than UCX_RC_TM_TM_RNDV_MAX\n");
+        return 0;
     }
     return 1;
 }

@@ -256,3 +256,23 @@ TEST_F(rc_tm_ucp_report, full_device_list_advises_a_longer_list)
     EXPECT_EQ(100, std::stol(m[1]) + std::stol(m[2])) << report;
     EXPECT_EQ("1", m[3].str()) << "the activating message alone:\n" << report;
 }
+
+/* UCX_TM_SW_RNDV=y: every rendezvous is UCP's own (the device matches its
+ * request only), and the advice names the setting */
+TEST_F(rc_tm_ucp_report, software_rendezvous_setting_is_advised_against)
+{
+    init({{"UCX_TM_SW_RNDV", "y"}});
+    activate_offload();
+    exchange(10, 65536);
+
+    std::string report = receiver_report();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(report, m, std::regex(
+            "rendezvous: ([0-9]+) carried by the device .* ([0-9]+) as UCP's "
+            "software rendezvous"))) << report;
+    EXPECT_EQ("0", m[1].str()) << report;
+    EXPECT_EQ("10", m[2].str()) << report;
+    EXPECT_TRUE(has(report, "advice: UCX_TM_SW_RNDV=")) << report;
+    EXPECT_TRUE(has(report, "sends every rendezvous as UCP's software "
+                            "rendezvous")) << report;
+}
