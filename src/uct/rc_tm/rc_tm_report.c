@@ -59,8 +59,11 @@ static void uct_rc_tm_report_sum(uct_rc_tm_iface_t *iface,
     r->dev_eager = c[UCT_RC_TM_STAT_RX_EXP];
     r->dev_rndv  = c[UCT_RC_TM_STAT_RX_RNDV_EXP] +
                    c[UCT_RC_TM_STAT_RX_RNDV_INCOMPLETE];
+    /* Read through the VFS while the interface runs, the second may be
+     * newer than the first */
     r->dev_req   = c[UCT_RC_TM_STAT_RX_RNDV_REQ_EXP] -
-                   c[UCT_RC_TM_STAT_RX_SW_MATCH_RNDV_REQ];
+                   ucs_min(c[UCT_RC_TM_STAT_RX_RNDV_REQ_EXP],
+                           c[UCT_RC_TM_STAT_RX_SW_MATCH_RNDV_REQ]);
     r->dev       = r->dev_eager + r->dev_rndv + r->dev_req;
     r->unexp     = c[UCT_RC_TM_STAT_RX_EAGER_UNEXP] +
                    c[UCT_RC_TM_STAT_RX_RNDV_UNEXP] +
