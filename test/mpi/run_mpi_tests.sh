@@ -126,6 +126,37 @@ check_overlap_output() {
         }' "$1" | head -n 5
 }
 
+# Every rank over rc_tm runs with the offload report on (UCX_RC_TM_REPORT=y):
+# each prints one report when its interface closes.  Why the log's reports
+# are not what they must be (nothing when they are): one per rank, each with
+# advice (or saying it saw no tagged traffic), and the advice the program's
+# workload must get (expect_advice).
+check_reports() {
+    n=$(grep -c 'rc_tm offload report, ' "$1")
+    if [ "$n" != "$2" ]; then
+        echo "$n offload reports, not $2 (one per rank)"
+        return
+    fi
+    # the ranks' lines may interleave: each report by its [host:pid:thread]
+    awk '{ key = $0; sub(/^\[[^]]*\] \[/, "", key); sub(/\].*/, "", key) }
+         /rc_tm offload report, / { seen[key] = 1 }
+         /  (advice: |no tagged message arrived)/ { advised[key] = 1 }
+         END { for (k in seen) if (!(k in advised)) bad = 1; exit bad }' "$1" ||
+        echo "a report without advice"
+    want=$(expect_advice "$3")
+    if [ -n "$want" ] && ! grep -qF "$want" "$1"; then
+        echo "no report advises '$want'"
+    fi
+}
+
+# The advice a program's workload must get from the report
+expect_advice() {
+    case $1 in
+    manyrecv) echo 'because the device list (16) was full: raise UCX_RC_TM_LIST_SIZE' ;;
+    *)        echo '' ;;
+    esac
+}
+
 # The last two check the checks: they must fail, and say why.
 #   nomodule: no LD_PRELOAD (UCX over tcp): "rc_tm module is not loaded"
 #   othertransport: module loaded, but UCX_TLS=tcp carries the traffic: the
@@ -181,15 +212,17 @@ while read -r name np prog extra; do
         [ "$name" = overlap_sm ] && tls=sm
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$tls \
-            -x UCX_LOG_LEVEL=info $extra \
+            -x UCX_LOG_LEVEL=info -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $OVERLAP_ARGS >"$log" 2>&1 ;;
     many_peers)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
+            -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $PEERS_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
+            -x UCX_RC_TM_REPORT=y $extra \
             "$BINDIR/$prog" >"$log" 2>&1 ;;
     esac
     rc=$?
@@ -216,6 +249,11 @@ while read -r name np prog extra; do
             fi
         elif ! grep -q "^$prog: OK" "$log"; then
             why="no OK line"
+        fi
+        # over rc_tm (not overlap_sm): the offload reports
+        if [ -z "$why" ] && [ "$name" != overlap_sm ]; then
+            why=$(check_reports "$log" "$np" "$name")
+            [ -z "$why" ] || why="offload report: $why"
         fi
     else
         if [ $rc -eq 0 ]; then

@@ -324,9 +324,11 @@ uct_component_t uct_rc_tm_component = {
 
 /* ----- interface internal ops ----- */
 
-/* rc_tm keeps no state for UCX's VFS to refresh */
+/* The counters and the offload report (rc_tm_report.c); every UCX since
+ * 1.13 asks this of a transport */
 static void uct_rc_tm_iface_vfs_refresh(uct_iface_h tl_iface)
 {
+    uct_rc_tm_iface_vfs_populate(ucs_derived_of(tl_iface, uct_rc_tm_iface_t));
 }
 
 /* Socket addresses: rc_tm has none */

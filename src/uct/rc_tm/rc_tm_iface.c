@@ -68,6 +68,14 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, promote_thresh),
      UCS_CONFIG_TYPE_UINT},
 
+    {"REPORT", "n",
+     "Print a summary of tag-matching offload when the interface closes, to\n"
+     "UCX's log stream whatever UCX_LOG_LEVEL (as UCX_PROTO_INFO prints):\n"
+     "receives given to the device and kept in software, messages the device\n"
+     "matched and those left to UCP, rendezvous, cancels, and advice where\n"
+     "offload did not pay. UCX's VFS shows the same for a running process.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, report), UCS_CONFIG_TYPE_BOOL},
+
     UCT_RC_TM_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
                                         ucs_offsetof(uct_rc_tm_iface_config_t,
                                                      rx_mpool)),
@@ -628,6 +636,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     self->config.tx_moderation  = ucs_max(1, ucs_min(config->tx_moderation,
                                                      md->caps.max_send_wr / 4));
     self->config.sync_always    = config->sync_always;
+    self->config.report         = config->report;
     self->config.sw_list_size   = config->sw_list_size;
     self->config.promote_thresh = config->promote_thresh ?
                                   ucs_min(config->promote_thresh,
@@ -733,6 +742,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
     }
     uct_rc_tm_iface_destroy_closing(self);
 
+    if (self->config.report) {
+        uct_rc_tm_report_print(self);
+    }
     uct_rc_tm_iface_stats_close(self);
     uct_rc_tm_tag_cleanup(self);
     /* Destroying the SRQ flushes its buffers; they go back with the pool */

@@ -268,7 +268,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     }
     recv->flags |= UCT_RC_TM_RECV_IN_SW;
     ucs_list_add_tail(&iface->tm.sw_list, &recv->sw_list);
-    ++iface->tm.num_sw;
+    uct_rc_tm_sw_list_grew(iface);
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_POST_SW);
     return UCS_OK;
 
@@ -287,6 +287,8 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
     if (recv->flags & (UCT_RC_TM_RECV_CANCELING | UCT_RC_TM_RECV_RELEASED)) {
         return UCS_OK;
     }
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_CANCEL);
 
     if (force) {
         /* The user matched this receive itself: never call back for it, and
@@ -395,6 +397,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.unexpected_cnt = 0;
     iface->tm.num_tags       = 0;
     iface->tm.num_sw         = 0;
+    iface->tm.sw_peak        = 0;
     iface->tm.ops_in_flight  = 0;
     iface->tm.evicting       = 0;
     iface->tm.dels_pending   = 0;
