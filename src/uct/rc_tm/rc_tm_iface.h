@@ -44,6 +44,12 @@
 #define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
 #define UCT_RC_TM_RNDV_HDR_LEN     (sizeof(struct ibv_tmh) + \
                                     sizeof(struct ibv_rvh))
+/* Inline sends are built in a buffer on the stack: at most this many bytes
+ * go inline, whatever the device grants */
+#define UCT_RC_TM_SHORT_MAX        1024
+
+/* The capabilities an interface reports (uct_iface_attr_t::cap) */
+typedef __typeof__(((uct_iface_attr_t*)NULL)->cap) uct_rc_tm_iface_cap_t;
 
 typedef struct uct_rc_tm_ep uct_rc_tm_ep_t;
 
@@ -360,6 +366,14 @@ typedef struct uct_rc_tm_iface {
     } config;
 
     uint64_t                  stats[UCT_RC_TM_STAT_LAST];
+
+    /* What iface_query reports, set once at open: where UCX checks
+     * parameters (ENABLE_PARAMS_CHECK), the sends check their lengths and
+     * iov counts against these very numbers */
+    uct_rc_tm_iface_cap_t     cap;
+    size_t                    rndv_request_max_hdr; /* no field of cap: what
+                                                       fits inline, as UCX's
+                                                       rc_mlx5 takes it */
 } uct_rc_tm_iface_t;
 
 
@@ -385,7 +399,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
                                 const uct_iface_params_t *params,
                                 const uct_rc_tm_iface_config_t *config);
 void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
-void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
+void uct_rc_tm_tag_cap_init(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
 /* Around the dispatch of a polled receive batch: DELs wait for its end */
 void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface);
@@ -486,6 +500,20 @@ uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
     uct_recv_desc(UCS_PTR_BYTE_OFFSET(payload, -(ptrdiff_t)iface->rx.headroom)) =
             &iface->rx.release_desc;
 }
+
+/* UCX's checks of a call's parameters (uct_iface.h) for the calls that
+ * return a pointer: the same conditions, the same messages, and as UCX's,
+ * nothing without ENABLE_PARAMS_CHECK */
+#define UCT_RC_TM_CHECK_IOV_SIZE_PTR(_iovcnt, _max_iov, _name) \
+    UCT_CHECK_PARAM_PTR((_iovcnt) <= (_max_iov), \
+                        "iovcnt(%lu) should be limited by %lu in %s", \
+                        (unsigned long)(_iovcnt), (unsigned long)(_max_iov), \
+                        _name)
+
+#define UCT_RC_TM_CHECK_LENGTH_PTR(_length, _max_length, _name) \
+    UCT_CHECK_PARAM_PTR((_length) <= (_max_length), \
+                        "Invalid %s length: %zu (expected: <= %zu)", _name, \
+                        (size_t)(_length), (size_t)(_max_length))
 
 /* A copy of user data that may be empty: memcpy needs valid pointers even
  * for no bytes, and users pass NULL with length 0 */
