@@ -287,6 +287,8 @@ ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      uct_rc_tm_ep_iface(ep)->cap.am.max_short, "am_short");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + sizeof(header) + length,
+                             "am_short", UCS_ERR_INVALID_PARAM);
 
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_NO_TAG, id, 0);
     memcpy(tmh + 1, &header, sizeof(header));
@@ -309,6 +311,9 @@ ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
                      uct_rc_tm_ep_iface(ep)->cap.am.max_short, "am_short_iov");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN +
+                             uct_iov_total_length(iov, iovcnt),
+                             "am_short_iov", UCS_ERR_INVALID_PARAM);
 
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_NO_TAG, id, 0);
     for (i = 0; i < iovcnt; ++i) {
@@ -522,6 +527,8 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
     UCT_CHECK_LENGTH(length, 0,
                      uct_rc_tm_ep_iface(ep)->cap.tag.eager.max_short,
                      "tag_eager_short");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + length, "tag_eager_short",
+                             UCS_ERR_INVALID_PARAM);
 
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
     uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, data, length);
@@ -579,6 +586,9 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
                                "tag_rndv_zcopy");
     UCT_RC_TM_CHECK_LENGTH_PTR(header_length, iface->cap.tag.rndv.max_hdr,
                                "tag_rndv_zcopy header");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_RNDV_HDR_LEN + header_length,
+                             "tag_rndv_zcopy header",
+                             UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM));
 
     status = uct_rc_tm_ep_check_resources(ep);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -637,6 +647,8 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
     UCT_CHECK_LENGTH(header_length, 0,
                      uct_rc_tm_ep_iface(ep)->rndv_request_max_hdr,
                      "tag_rndv_request header");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + header_length,
+                             "tag_rndv_request header", UCS_ERR_INVALID_PARAM);
 
     /* Immediate data 0 with IBV_WR_SEND_WITH_IMM marks a software
      * rendezvous request: eager sends carry immediate data only when it is

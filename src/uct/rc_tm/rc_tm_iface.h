@@ -515,6 +515,16 @@ uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
                         "Invalid %s length: %zu (expected: <= %zu)", _name, \
                         (size_t)(_length), (size_t)(_max_length))
 
+/* In every build: a message built on the stack (char msg[SHORT_MAX]) never
+ * overruns it, whatever the caller passed.  UCX's parameter checks, which
+ * bound it more tightly, compile away in a UCX built without them. */
+#define UCT_RC_TM_CHECK_MSG_FITS(_length, _name, _err) \
+    if (ucs_unlikely((_length) > UCT_RC_TM_SHORT_MAX)) { \
+        ucs_error("Invalid %s length: %zu (expected: <= %d)", _name, \
+                  (size_t)(_length), UCT_RC_TM_SHORT_MAX); \
+        return _err; \
+    }
+
 /* A copy of user data that may be empty: memcpy needs valid pointers even
  * for no bytes, and users pass NULL with length 0 */
 static UCS_F_ALWAYS_INLINE void

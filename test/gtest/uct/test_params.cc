@@ -372,6 +372,38 @@ TEST_F(rc_tm_limits, tag_rndv_request_of_the_inline_header)
 }
 
 
+/* Whether or not the UCX checks parameters: a call whose message is built
+ * on the sender's stack is refused when it could not fit there (a UCX
+ * without checks would otherwise let it overrun the buffer), and sends
+ * nothing */
+TEST_F(rc_tm_limits, messages_too_long_to_build_are_refused_in_every_build)
+{
+    open();
+    std::vector<char> big = pattern(8192, 15);
+    uct_iov_t iov         = iov_of(big.data(), big.size());
+    ucx_log_capture log;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_am_short(ep(), AM_ID, 1, big.data(), big.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_am_short_iov(ep(), AM_ID, &iov, 1));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_tag_eager_short(ep(), TAG, big.data(), big.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_tag_rndv_request(ep(), TAG, big.data(), big.size(), 0));
+
+    mapped_buffer sbuf(m_component, m_md, 64, 0);
+    uct_iov_t siov      = sbuf.iov(sbuf.m_buf.size());
+    ucs_status_ptr_t op = uct_ep_tag_rndv_zcopy(ep(), TAG, big.data(),
+                                                big.size(), &siov, 1, 0,
+                                                NULL);
+    ASSERT_TRUE(UCS_PTR_IS_ERR(op));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, UCS_PTR_STATUS(op));
+    EXPECT_EQ(5u, log.count()) << log.text();
+    expect_nothing_arrived();
+}
+
+
 /* ----- one past, where UCX checks parameters: refused ----- */
 
 #if RC_TM_UCX_PARAMS_CHECK
