@@ -11,6 +11,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_rq.h \
+	src/softnic/softnic_srq.h \
 	src/softnic/softnic_port.h \
 	src/softnic/softnic_channel.h \
 	src/softnic/softnic_qp_ex.h \
