@@ -75,7 +75,11 @@
 #define SN_MAX_QP_WR           (1u << 20)
 #define SN_MAX_CQE             (1u << 24)
 #define SN_MAX_INLINE          256
-#define SN_MAX_SGE             4          /* send-side gather entries */
+#define SN_MAX_SGE             8          /* gather entries of a send, and
+                                             scatter of a QP's receive:
+                                             UCX's UD asks 6, its RC 5
+                                             (UCT_IB_MAX_IOV is 8) */
+#define SN_MAX_SRQ_SGE         4          /* of a basic SRQ's receive */
 #define SN_TM_MAX_SGE          2          /* scatter entries of a list
                                              entry (mlx5: 1) */
 #define SN_MAX_RD_ATOM         16
@@ -204,6 +208,10 @@ struct sn_context {
                                         starts */
     sn_list_t          events;       /* QPs with an asynchronous event not
                                         yet read (softnic_async.c) */
+    int                async_wake_fd;  /* the pipe behind async_fd: a byte */
+    int                async_drain_fd; /* while an event waits (our own
+                                          non-blocking read end) */
+    _Atomic bool       async_token;    /* that byte is in the pipe */
     unsigned           srqs;
     uint32_t           next_srq_num;
     /* steering (softnic_test.h) */
@@ -267,6 +275,9 @@ typedef struct sn_cqe {
     uint32_t           imm_data;     /* big endian */
     uint32_t           vendor_err;
     uint32_t           src_qp;       /* receives of softnic_rq.c */
+    uint16_t           slid;         /* UD receives (softnic_ud.c): the */
+    uint8_t            sl;           /* sender's LID and SL, the path */
+    uint8_t            dlid_path_bits; /* bits of the LID it was sent to */
     struct ibv_wc_tm_info tm_info;
     /* for the provider, at poll */
     uint8_t            kind;         /* sn_cqe_kind_t */
@@ -352,6 +363,7 @@ struct sn_qp {
         struct ibv_qp_ex ibv_ex;     /* the ibv_wr_* API (softnic_qp_ex.c) */
     };
     struct sn_wr_batch *wr_batch;    /* created by create_qp_ex with send ops */
+    struct sn_ud       *ud;          /* a UD QP's (softnic_ud.h); NULL: RC */
     sn_shm_t           num_entry;    /* ibv.qp_num's registry entry */
     sn_list_t          ctx_link;     /* in ctx->qps */
     sn_list_t          srq_link;     /* in srq->qps */
@@ -480,6 +492,13 @@ int  sn_proc_self(sn_proc_id_t *id);
 int  sn_proc_start_time(pid_t pid, uint64_t *start_time);
 bool sn_proc_alive(const sn_proc_id_t *id);
 bool sn_proc_pid_alive(uint32_t pid);    /* any process of that pid */
+/* A process named in one word: pid, and the low 32 bits of its start time
+ * above it (sn_proc_word) */
+bool sn_proc_word_alive(uint64_t word);
+static inline uint64_t sn_proc_word(const sn_proc_id_t *id)
+{
+    return ((uint64_t)(uint32_t)id->start_time << 32) | id->pid;
+}
 uint32_t sn_host_id(void);
 void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
                  uint32_t dev_seq, char kind, uint32_t num);
@@ -551,10 +570,12 @@ void sn_cq_overrun(sn_cq_t *cq);
 void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num);
 
 /* softnic_qp.c */
+/* A ring of ours for a QP of type qp_type (IBV_QPT_RC or UD) of size
+ * bytes (0: the context's ring_size); a peer's, if it is one for qp_type */
 int  sn_ring_create(sn_context_t *ctx, char kind, uint32_t num,
-                    sn_shm_t *shm);
+                    uint32_t size, uint32_t qp_type, sn_shm_t *shm);
 int  sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
-                    uint32_t num, sn_shm_t *shm);
+                    uint32_t num, uint32_t qp_type, sn_shm_t *shm);
 void sn_qp_set_in(sn_qp_t *qp);
 int  sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
                    const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq);
@@ -564,6 +585,9 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp);
 void sn_qp_free(sn_qp_t *qp);
 void sn_qp_destroy(sn_qp_t *qp);
 void sn_qp_set_error(sn_qp_t *qp);
+/* Whose device an address names (its uid): 0, EINVAL (not a software
+ * NIC's address, a bad port) or EHOSTUNREACH (another host or user) */
+int  sn_av_uid(sn_context_t *ctx, const struct ibv_ah_attr *ah, uint32_t *uid);
 
 /* softnic_accept.c */
 void sn_srq_accept(sn_srq_t *srq);
@@ -597,6 +621,12 @@ int  sn_srq_step_data(sn_srq_t *srq);
 void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp);
 void sn_srq_rx_error(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status);
 bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p);
+
+/* softnic_async.c: the context's async_fd, readable while an event waits
+ * to be read (sn_async_raise after an event is added) */
+int  sn_async_fd_open(sn_context_t *ctx);
+void sn_async_fd_close(sn_context_t *ctx);
+void sn_async_raise(sn_context_t *ctx);
 
 /* softnic_comp.c (completer) */
 void sn_qp_progress_send(sn_qp_t *qp);
@@ -637,5 +667,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 #include "softnic_cq.h"
 #include "softnic_rq.h"
 #include "softnic_qp_ex.h"
+#include "softnic_ud.h"
 
 #endif
