@@ -27,10 +27,13 @@
  *  - software reads events (softnic_get_async_event, for
  *    ibv_get_async_event) and acknowledges each (softnic_ack_async_event);
  *  - an event not yet read when its QP is destroyed is dropped;
- *  - destroying a QP whose events were read but not all acknowledged is
- *    where libibverbs waits forever (ibv_cmd_destroy_qp waits for
- *    events_completed to reach the kernel's events_reported): the software
- *    NIC reports it and aborts instead, so the bug shows in a test.
+ *  - destroying a QP whose events were read but not all acknowledged
+ *    waits for the acknowledgements, as libibverbs' ibv_cmd_destroy_qp
+ *    waits for events_completed to reach the kernel's events_reported
+ *    (another thread may be between its read and its ack: UCX's async
+ *    thread is); where none comes within SN_EVENT_ACK_WAIT_S, libibverbs
+ *    would wait forever: the software NIC reports it and aborts instead,
+ *    so the bug shows in a test.
  * The context's async_fd is the read end of a pipe that holds one byte
  * while an event waits to be read, so poll(), select() and epoll (UCX's
  * async thread, level-triggered) see it readable then, as the kernel's
@@ -48,7 +51,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* How long destroying a QP waits for the acknowledgement of an event that
+ * was read (libibverbs: forever) */
+#define SN_EVENT_ACK_WAIT_S    5
 
 /* sn_cq_t::overrun */
 enum {
@@ -243,7 +251,7 @@ int softnic_get_async_event(struct ibv_context *context,
     }
     qp = sn_container_of(ctx->events.next, sn_qp_t, event_link);
     sn_list_del(&qp->event_link);
-    ++qp->events_reported;
+    __atomic_add_fetch(&qp->events_reported, 1, __ATOMIC_RELEASE);
     sn_async_settle(ctx);
     sn_ctx_unlock(ctx);
     event->event_type = IBV_EVENT_QP_LAST_WQE_REACHED;
@@ -280,14 +288,32 @@ void softnic_ack_async_event(struct ibv_async_event *event)
     pthread_mutex_unlock(&qp->mutex);
 }
 
-/* Before a QP that software destroys goes */
+/* Before a QP that software destroys goes: its events read are all
+ * acknowledged, or will be soon */
 void sn_qp_events_check_acked(sn_qp_t *qp)
 {
-    if (qp->events_reported == qp->ibv.events_completed) {
+    struct timespec deadline;
+    uint32_t reported;
+    int ret = 0;
+
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += SN_EVENT_ACK_WAIT_S;
+    pthread_mutex_lock(&qp->ibv.mutex);
+    for (;;) {
+        reported = __atomic_load_n(&qp->events_reported, __ATOMIC_ACQUIRE);
+        if ((reported == qp->ibv.events_completed) || (ret == ETIMEDOUT)) {
+            break;
+        }
+        ret = pthread_cond_timedwait(&qp->ibv.cond, &qp->ibv.mutex,
+                                     &deadline);
+    }
+    pthread_mutex_unlock(&qp->ibv.mutex);
+    if (reported == qp->ibv.events_completed) {
         return;
     }
-    sn_error("QP 0x%x destroyed with %u asynchronous event(s) read but not "
-             "acknowledged: ibv_destroy_qp waits for them forever",
-             qp->ibv.qp_num, qp->events_reported - qp->ibv.events_completed);
+    sn_error("QP 0x%x destroyed with %u asynchronous event(s) read and not "
+             "acknowledged for %d s: ibv_destroy_qp waits for them forever",
+             qp->ibv.qp_num, reported - qp->ibv.events_completed,
+             SN_EVENT_ACK_WAIT_S);
     abort();
 }
