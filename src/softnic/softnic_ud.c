@@ -285,11 +285,14 @@ static sn_ud_dest_t *sn_ud_dest(sn_qp_t *qp, const sn_ah_t *ah, uint32_t qpn)
 
 /* A producer that died holding the lock left prod_tail before what it
  * published: the end is past the last record whose type is set (each
- * publication wrote type 0 where the next record starts) */
+ * publication wrote type 0 where the next record starts), at or past the
+ * consumer's position (which stops at type 0), which may already be past
+ * prod_tail */
 static void sn_ud_ring_recover(sn_ring_ctl_t *ring, uint32_t mask)
 {
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_acquire);
-    uint64_t pos  = ring->prod_tail;
+    uint64_t pos  = ((int64_t)(head - ring->prod_tail) > 0) ? head :
+                                                             ring->prod_tail;
     sn_rec_t *rec;
 
     while (pos - head < mask + 1) {
