@@ -62,14 +62,19 @@ if [ -z "${SOFTNIC_DEV_NODE_NS:-}" ]; then
     if [ ! -d /dev/infiniband ]; then
         mkdir -p /dev/infiniband || fail "cannot create /dev/infiniband"
     fi
-    unshare --mount --propagation private -- true ||
+    # (--propagation unchanged: in a chroot, such as the Debian 13 root,
+    # / is no mount point and cannot be made private; /dev is, below)
+    unshare --mount --propagation unchanged -- true ||
         fail "$node is missing, and no mount namespace of its own can" \
              "be made to provide it (unshare --mount)"
-    SOFTNIC_DEV_NODE_NS=1 exec unshare --mount --propagation private \
+    SOFTNIC_DEV_NODE_NS=1 exec unshare --mount --propagation unchanged \
         -- sh "$self" "$@"
 fi
 
-# In the namespace: a tmpfs over the directory, with what it held
+# In the namespace: nothing mounted here reaches another namespace (/dev
+# may be a shared mount), then a tmpfs over the directory, with what it held
+mount --make-rprivate /dev ||
+    fail "cannot make /dev private in the namespace (is /dev a mount point?)"
 orig=$(mktemp -d "${TMPDIR:-/tmp}/softnic_dev_node.XXXXXX") ||
     fail "cannot make a temporary directory"
 mount --bind /dev/infiniband "$orig" ||

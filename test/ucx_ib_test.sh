@@ -46,6 +46,12 @@ done
 version=$("$ucx_info" -v | sed -n -e 's/^# Version \([0-9.]*\).*/\1/p' \
           -e 's/^# Library version: \([0-9.]*\).*/\1/p')
 echo "UCX $version ($ucx_info)"
+# A ucx_perftest built with MPI (Debian 13's) runs as an MPI job of one
+# rank unless told -P 0, and then refuses a server and client pair
+mpi_off=
+if "$perftest" -h 2>&1 | grep -q 'MPI mode'; then
+    mpi_off="-P 0"
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -81,7 +87,7 @@ listening() {
 # both: LD_PRELOAD=$preload; outputs in $tmp/server.out and client.out
 perf() {
     port=$(free_port)
-    LD_PRELOAD=$preload timeout "$tmo" "$perftest" -p "$port" "$@" \
+    LD_PRELOAD=$preload timeout "$tmo" "$perftest" $mpi_off -p "$port" "$@" \
         > "$tmp/server.out" 2>&1 &
     spid=$!
     while ! listening "$port"; do
@@ -89,7 +95,7 @@ perf() {
         sleep 0.05
     done
     client_rc=0
-    LD_PRELOAD=$preload timeout "$tmo" "$perftest" -p "$port" "$@" \
+    LD_PRELOAD=$preload timeout "$tmo" "$perftest" $mpi_off -p "$port" "$@" \
         127.0.0.1 > "$tmp/client.out" 2>&1 || client_rc=$?
     server_rc=0
     wait "$spid" || server_rc=$?
