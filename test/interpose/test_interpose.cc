@@ -265,6 +265,27 @@ TEST_F(interpose, device_is_a_generic_hca_to_mlx5)
     dlclose(mlx5);
 }
 
+/* Memory as UCX's ib md registers it (ibv_reg_mr_iova2 at the buffer's
+ * own address: local and remote write, remote read and atomic, and
+ * relaxed ordering, an optional flag a device may ignore: the kernel's
+ * IB_ACCESS_OPTIONAL range) */
+TEST_F(interpose, memory_registers_as_ucx_asks)
+{
+    static char buf[8192];
+    struct ibv_mr *mr = ibv_reg_mr_iova2(m_pd, buf, sizeof(buf),
+                                         (uintptr_t)buf,
+                                         IBV_ACCESS_LOCAL_WRITE |
+                                         IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_READ |
+                                         IBV_ACCESS_REMOTE_ATOMIC |
+                                         IBV_ACCESS_RELAXED_ORDERING);
+    ASSERT_NE(nullptr, mr) << strerror(errno);
+    EXPECT_EQ((void *)buf, mr->addr);
+    EXPECT_EQ(sizeof(buf), mr->length);
+    EXPECT_EQ(mr->lkey, mr->rkey);
+    EXPECT_EQ(0, ibv_dereg_mr(mr));
+}
+
 /* The context's async_fd (ibv_get_async_event(3)): readable while an event
  * waits, as UCX's async thread polls it; non-blocking, a read with none
  * fails with EAGAIN.  A CQ that overruns raises IBV_EVENT_CQ_ERR */
