@@ -472,8 +472,7 @@ TEST_P(soft_ud, solicited_datagram_raises_a_solicited_arm)
     ASSERT_EQ(0, softnic_get_cq_event(ch, &ev_cq, &ev_ctx));
     EXPECT_EQ(ibv_cq_ex_to_cq(e.cq), ev_cq);
     softnic_ack_cq_events(ev_cq, 1);
-    e.close();
-    EXPECT_EQ(0, softnic_destroy_comp_channel(ch));
+    e.close(ch);
 }
 
 INSTANTIATE_TEST_SUITE_P(progress, soft_ud,

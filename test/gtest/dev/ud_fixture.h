@@ -70,7 +70,8 @@ struct ud_side {
         ASSERT_NE(nullptr, mr);
     }
 
-    void close() {
+    /* channel: the CQ's, destroyed after it, before the context */
+    void close(struct ibv_comp_channel *channel = nullptr) {
         for (struct ibv_ah *ah : ahs) {
             EXPECT_EQ(0, softnic_destroy_ah(ah));
         }
@@ -80,6 +81,9 @@ struct ud_side {
         if (cq)  {
             EXPECT_EQ(0, softnic_destroy_cq(ibv_cq_ex_to_cq(cq)));
             cq = nullptr;
+        }
+        if (channel) {
+            EXPECT_EQ(0, softnic_destroy_comp_channel(channel));
         }
         if (pd)  { EXPECT_EQ(0, softnic_dealloc_pd(pd)); pd = nullptr; }
         if (ctx) { EXPECT_EQ(0, softnic_close_device(ctx)); ctx = nullptr; }
