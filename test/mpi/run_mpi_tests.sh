@@ -36,10 +36,15 @@ fi
 AUX=${RC_TM_MPI_AUX:-}
 TLS=rc_tm
 PRELOAD=$MODULE
+WRAP=
 if [ -n "$AUX" ]; then
     TLS="rc_tm,$AUX:aux"
     if [ "$AUX" = ud_verbs ]; then
+        # UCX's own ud_verbs on the software NIC: the interposer, and the
+        # device node UCX's ib md looks for (mpirun and its ranks in a
+        # mount namespace that has it)
         PRELOAD="$MODULE:${RC_TM_INTERPOSER:?RC_TM_INTERPOSER must name libsoftnic_verbs.so for ud_verbs}"
+        WRAP="sh $(dirname "$0")/../softnic_dev_node.sh"
     fi
     echo "MPI tests with UCX_TLS=$TLS and UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n (wired up by worker address over $AUX)"
 fi
@@ -47,7 +52,7 @@ fi
 # The mpirun line (test/mpi/README.md says why each option is there)
 mpi_run() {
     np=$1; shift
-    timeout -k 10 "$TIMEOUT" "$MPIRUN" \
+    $WRAP timeout -k 10 "$TIMEOUT" "$MPIRUN" \
         --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
         --mca btl self --mca mpi_yield_when_idle 1 \
         --allow-run-as-root --oversubscribe --bind-to none \
