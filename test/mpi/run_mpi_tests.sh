@@ -37,6 +37,7 @@ AUX=${RC_TM_MPI_AUX:-}
 TLS=rc_tm
 PRELOAD=$MODULE
 WRAP=
+NET_DEVICES=
 if [ -n "$AUX" ]; then
     TLS="rc_tm,$AUX:aux"
     if [ "$AUX" = ud_verbs ]; then
@@ -45,6 +46,8 @@ if [ -n "$AUX" ]; then
         # mount namespace that has it)
         PRELOAD="$MODULE:${RC_TM_INTERPOSER:?RC_TM_INTERPOSER must name libsoftnic_verbs.so for ud_verbs}"
         WRAP="sh $(dirname "$0")/../softnic_dev_node.sh"
+        # and the port named, as the README's cluster line names mlx5_0:1
+        NET_DEVICES="-x UCX_NET_DEVICES=soft:1"
     fi
     echo "MPI tests with UCX_TLS=$TLS and UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n (wired up by worker address over $AUX)"
 fi
@@ -198,7 +201,7 @@ while read -r name np prog extra; do
         case $name in nomodule|othertransport|overlap_sm) continue ;; esac
     fi
     [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
-    [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n $extra"
+    [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n ${NET_DEVICES:-} $extra"
     log="$BINDIR/$name${PROGRESS:+.$PROGRESS}${AUX:+.$AUX}.mpilog"
     expect=$(expect_failure "$name")
     t0=$(date +%s)
