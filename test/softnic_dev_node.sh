@@ -8,6 +8,10 @@
 #
 #   test/softnic_dev_node.sh COMMAND [ARG]...
 #
+# LD_PRELOAD, or SOFTNIC_DEV_NODE_PRELOAD where what runs before COMMAND
+# (libtool --mode=execute, this script) must not have it, is what COMMAND
+# preloads.
+#
 # When the node is there and readable and writable, COMMAND runs as it is.
 # Otherwise, as root, COMMAND runs in a mount namespace of its own
 # (unshare) in which a tmpfs lies over /dev/infiniband, holding what the
