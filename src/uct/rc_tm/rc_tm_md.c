@@ -149,8 +149,9 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "tag-matching SRQ) without the peer's part, an extension of the\n"
      "software NIC, so that UCP wires rc_tm up by itself. With \"n\" rc_tm\n"
      "connects endpoint to endpoint only, as on a NIC (mlx5), and UCP needs\n"
-     "an auxiliary transport to exchange the addresses (UCX_TLS=rc_tm,tcp,\n"
-     "rc_tm,posix, or rc_tm,ud_verbs:aux on a NIC).",
+     "an auxiliary transport to exchange the addresses: UCX_TLS=\n"
+     "rc_tm,ud_verbs:aux (UCX's ud_verbs on the software NIC needs the test\n"
+     "interposer), or from UCX 1.16 rc_tm,tcp:aux or rc_tm,posix:aux.",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_connect_to_srq),
      UCS_CONFIG_TYPE_BOOL},
 
