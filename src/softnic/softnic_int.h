@@ -502,6 +502,7 @@ struct sn_qp {
     sn_ring_ctl_t      *in;
     uint32_t           in_mask;
     uint64_t           in_head;      /* local copy of in->head */
+    sn_rec_t           *in_rec;      /* the record at in_head */
     /* outbound: the peer's inbound segment, we produce */
     sn_shm_t           out_shm;
     sn_ring_ctl_t      *out;
@@ -509,6 +510,9 @@ struct sn_qp {
     uint64_t           out_tail;     /* our position */
     uint64_t           out_head_cache;
     uint32_t           head_polls;
+    uint32_t           sig_pending;  /* signaled WQEs not yet completed:
+                                        while one waits, every look reads
+                                        the peer's position */
     sn_peer_t          *peer;        /* peer device's registration table */
     sn_proc_id_t       peer_proc;
     uint64_t           next_liveness_ns;

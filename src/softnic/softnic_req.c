@@ -448,6 +448,7 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
         }
         wqe = sn_sq_wqe(qp, qp->sq_tail);
         if (sn_post_inline_direct(qp, wr, wqe)) {
+            qp->sig_pending += wqe->signaled;
             ++qp->sq_tail;
             ++qp->sq_sent;
             continue;
@@ -456,6 +457,7 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
         if (sn_unlikely(ret != 0)) {
             break;
         }
+        qp->sig_pending += wqe->signaled;
         ++qp->sq_tail;
         if (sn_unlikely(qp->ibv.state == IBV_QPS_ERR)) {
             sn_qp_fail_from(qp, qp->sq_tail - 1, IBV_WC_WR_FLUSH_ERR);
