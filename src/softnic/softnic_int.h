@@ -735,9 +735,6 @@ int  sn_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 void sn_qp_push(sn_qp_t *qp);
 int  sn_qp_send_fin(sn_qp_t *qp, const sn_fin_t *fin);
 void sn_qp_fins_complete(sn_qp_t *qp);
-sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len);
-void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len, uint16_t flags,
-                     uint32_t imm_data);
 
 /* softnic_pull.c (a send backlog the peer's device takes) */
 void sn_qp_backlog_init(sn_qp_t *qp);
