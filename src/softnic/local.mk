@@ -33,5 +33,6 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_park.c \
 	src/softnic/softnic_async.c \
 	src/softnic/softnic_engine.c \
+	src/softnic/softnic_aside.c \
 	src/softnic/softnic_wire.c \
 	src/softnic/softnic_test.c

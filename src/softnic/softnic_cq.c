@@ -121,6 +121,7 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
     sn_context_t *ctx = sn_ctx(cq->ex.context);
     uint32_t ready;
 
+    sn_engine_check_mode(ctx);
     if (!ctx->threaded) {
         sn_cq_run(cq);
         if (sn_unlikely(cq->held != NULL) && (cq->head == cq->tail)) {
@@ -424,6 +425,9 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     sn_list_init(&cq->send_qps);
     sn_list_init(&cq->send_busy);
     sn_cq_channel_attach(cq);
+    if ((attr->channel != NULL) && ctx->aside) {
+        sn_engine_take_back(ctx);   /* its program may sleep on it */
+    }
     sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
     sn_ctx_unlock(ctx);

@@ -231,6 +231,24 @@ struct sn_context {
                                         it is polling (sn_engine_assist) */
     _Atomic uint64_t   assists, engine_parks;
     _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
+    /* the engine stands aside where it has no CPU of its own
+     * (softnic_aside.c, SOFTNIC_ENGINE_ASIDE_AUTO): engine_mode moves
+     * ACTIVE -> ASIDE_ASKED (the engine) -> ASIDE (software, at a poll:
+     * threaded off, aside on) -> RESUME_ASKED (the engine) -> ACTIVE
+     * (software); software alone changes threaded and aside */
+    _Atomic uint32_t   engine_mode;  /* SN_ENGINE_* */
+    _Atomic bool       aside_auto;   /* SOFTNIC_ENGINE_ASIDE_AUTO */
+    bool               aside;
+    uint32_t           allowed_cpus; /* the process's, at the engine's
+                                        start */
+    uint32_t           aside_history;
+    uint64_t           look_run_ns, look_wait_ns; /* the engine's own, at
+                                        its last look */
+    int                loadavg_fd, schedstat_fd;
+    _Atomic bool       cpus_fixed;   /* steering: looks give these */
+    _Atomic uint32_t   cpus_allowed, cpus_others;
+    _Atomic uint64_t   cpus_run_ns, cpus_wait_ns;
+    _Atomic uint64_t   engine_asides;
     /* shared reads (softnic_rdma.c): ours offered, chunks of peers' ones
      * we copied */
     _Atomic uint64_t   shares_offered, share_chunks_served;

@@ -161,7 +161,8 @@ while read -r name np prog extra; do
     if [ -n "$PROGRESS$AUX" ]; then
         case $name in nomodule|othertransport|overlap_sm) continue ;; esac
     fi
-    [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
+    # the engine works even without a CPU of its own: these runs test it
+    [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS -x UCX_RC_TM_SOFT_ENGINE_ASIDE=n $extra"
     [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n $extra"
     log="$BINDIR/$name${PROGRESS:+.$PROGRESS}${AUX:+.$AUX}.mpilog"
     expect=$(expect_failure "$name")
