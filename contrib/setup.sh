@@ -469,6 +469,7 @@ run_demo() {
         --overlap "$build/test/bench/mpi_overlap" \
         --peers "$build/test/bench/mpi_many_peers" \
         --halo "$build/test/bench/mpi_halo" \
+        --line-pingpong "$build/test/bench/line_pingpong" \
         --png "$out/perftest.png" | tee "$out/perftest.txt"
     log "table: $out/perftest.txt"
     log "plot:  $out/perftest.png"

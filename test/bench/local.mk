@@ -6,6 +6,12 @@ test_bench_matcher_bench_LDADD   = src/matcher/libtm_matcher.la
 EXTRA_DIST += test/bench/perftest_compare.py test/bench/perftest_common.py \
 	test/bench/perftest_mpi.py
 
+# What one cache line costs between two CPUs of this host (the demo prints
+# it with its figures: docs/performance.md)
+noinst_PROGRAMS += test/bench/line_pingpong
+test_bench_line_pingpong_SOURCES = test/bench/line_pingpong.c
+test_bench_line_pingpong_LDADD   = -lpthread
+
 # Deep receive queues through UCP: rc_tm against posix (docs/design.md)
 noinst_PROGRAMS += test/bench/ucp_deep_queue
 test_bench_ucp_deep_queue_SOURCES  = test/bench/ucp_deep_queue.c

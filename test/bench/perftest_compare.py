@@ -35,6 +35,12 @@ ring exchanges a halo with both neighbours (nonblocking) around a little
 computation, timed per step (mpirun -np 2 and 4, 1 KiB to 256 KiB, rc_tm,
 posix and sm by default, interleaved); a table with the ratios to sm.
 
+With --line-pingpong (the build's test/bench/line_pingpong) the header also
+says what one cache line costs between two CPUs of this host (its round
+trip): how much the CPU charges for what a message must move between the
+two processes, which decides how much of a latency is the line and how much
+the transports' instructions.
+
 Every cell must succeed: a failed or timed-out run is reported with its
 output, its cell prints "failed", and the exit status is 1.
 
@@ -241,13 +247,35 @@ def median(cell, latency_test):
     return statistics.median(f[0 if latency_test else 1] for f in cell.figures)
 
 
-def print_table(args, tests, sizes, tls, cells, cpu_use):
+def line_round_trip(program):
+    """line_pingpong's line ("... round trip X ns"), or why not"""
+    if os.cpu_count() < 2:
+        return "one CPU: no line between two"
+    try:
+        out = subprocess.run([program], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        return "%s failed: %s" % (program, err)
+    line = out.stdout.strip().splitlines()[-1:] if out.returncode == 0 \
+        else []
+    if not line or "round trip" not in line[0]:
+        return "%s failed:\n%s" % (program, out.stdout + out.stderr)
+    return line[0].replace("line_pingpong: ", "")
+
+
+def print_table(args, tests, sizes, tls, cells, cpu_use, line=None):
     if tests:
         print("ucx_perftest %s, server and client on this host (%d CPUs, "
               "%s), UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio "
               "to %s measured in the same run" %
               (ucx_version(args), os.cpu_count(), cpu_model(), args.repeat,
                args.reference))
+    if line:
+        # on a virtual machine it moves when the host moves its CPUs (50
+        # and 300 ns round trips on this project's machines, hours apart)
+        print("one cache line between two CPUs of this host (test/bench/"
+              "line_pingpong), before and after the runs:\n  %s\n  %s" %
+              line)
     share = cpu_use.others_share()
     print("other processes used %.0f%% of the CPUs during the runs%s" %
           (100 * share, ": the figures, bandwidth most, are noisy"
@@ -470,6 +498,10 @@ def main():
                         help="repetitions within a run")
     parser.add_argument("--halo-timeout", type=float, default=300,
                         help="seconds one mpirun may take")
+    parser.add_argument("--line-pingpong", metavar="PROGRAM",
+                        help="the build's test/bench/line_pingpong: the "
+                             "header says what a cache line costs between "
+                             "two CPUs")
     parser.add_argument("--mpirun", default="mpirun")
     args = parser.parse_args()
     args.perftest_mpi_mode = perftest_has_mpi_mode(args.perftest)
@@ -560,6 +592,8 @@ def main():
                         (overlap.steps() if overlap else 0) +
                         (peers.steps() if peers else 0) +
                         (halo.steps() if halo else 0))
+    line = line_round_trip(args.line_pingpong) if args.line_pingpong \
+        else None
     cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
@@ -602,7 +636,9 @@ def main():
         halo.run(progress)
     progress.finish()
 
-    failed = print_table(args, tests, sizes, tls, cells, cpu_use)
+    if line:
+        line = (line, line_round_trip(args.line_pingpong))
+    failed = print_table(args, tests, sizes, tls, cells, cpu_use, line)
     deep_failed = deep.print_table() if deep else 0
     overlap_failed = overlap.print_table() if overlap else 0
     peers_failed = peers.print_table() if peers else 0
