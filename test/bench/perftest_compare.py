@@ -186,7 +186,9 @@ def run_pair_once(args, test, size, tl, iters):
     # the server's output goes to a file: a pipe read only at the end could
     # fill up and block it
     server_log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen([args.perftest] + common, env=env,
+    pin = (lambda cpu: ["taskset", "-c", str(cpu)]) if args.pin else \
+        (lambda cpu: [])
+    server = subprocess.Popen(pin(0) + [args.perftest] + common, env=env,
                               stdout=server_log, stderr=subprocess.STDOUT)
     client = None
     try:
@@ -196,7 +198,8 @@ def run_pair_once(args, test, size, tl, iters):
             time.sleep(0.01)
         while server.poll() is None:
             left = max(1.0, deadline - time.time())
-            client = subprocess.run([args.perftest, "127.0.0.1"] + common,
+            client = subprocess.run(pin(1) + [args.perftest, "127.0.0.1"] +
+                                    common,
                                     env=env, capture_output=True, text=True,
                                     timeout=left)
             # a refused connection: the server is not listening yet
@@ -434,6 +437,12 @@ def main():
                         help="seconds of traffic per measurement")
     parser.add_argument("--timeout", type=float, default=30,
                         help="seconds one server/client pair may take")
+    parser.add_argument("--pin", action="store_true",
+                        help="bind the ucx_perftest server to CPU 0 and the "
+                             "client to CPU 1 (taskset): where other "
+                             "processes run, a pair that shares a CPU "
+                             "measures the scheduler; run the script with "
+                             "nice -n -20 too")
     parser.add_argument("--png", help="write a latency/bandwidth plot here")
     parser.add_argument("--deep-queue", metavar="PROGRAM",
                         help="the build's test/bench/ucp_deep_queue (it "
