@@ -8,6 +8,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_wire.h \
 	src/softnic/softnic_int.h \
 	src/softnic/softnic_engine.h \
+	src/softnic/softnic_aside.h \
 	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_rq.h \

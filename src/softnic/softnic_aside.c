@@ -111,22 +111,22 @@ static int sn_proc_open(const char *path)
  * its creator's), and the files it looks at */
 void sn_engine_look_init(sn_context_t *ctx)
 {
-    ctx->loadavg_fd    = sn_proc_open("/proc/loadavg");
-    ctx->schedstat_fd  = sn_proc_open("/proc/thread-self/schedstat");
-    ctx->aside_history = 0;
-    ctx->look_run_ns   = 0;
-    ctx->look_wait_ns  = 0;
+    ctx->look.loadavg_fd    = sn_proc_open("/proc/loadavg");
+    ctx->look.schedstat_fd  = sn_proc_open("/proc/thread-self/schedstat");
+    ctx->look.history = 0;
+    ctx->look.run_ns   = 0;
+    ctx->look.wait_ns  = 0;
 }
 
 void sn_engine_look_cleanup(sn_context_t *ctx)
 {
-    if (ctx->loadavg_fd >= 0) {
-        close(ctx->loadavg_fd);
+    if (ctx->look.loadavg_fd >= 0) {
+        close(ctx->look.loadavg_fd);
     }
-    if (ctx->schedstat_fd >= 0) {
-        close(ctx->schedstat_fd);
+    if (ctx->look.schedstat_fd >= 0) {
+        close(ctx->look.schedstat_fd);
     }
-    ctx->loadavg_fd = ctx->schedstat_fd = -1;
+    ctx->look.loadavg_fd = ctx->look.schedstat_fd = -1;
 }
 
 static ssize_t sn_proc_read(int fd, char *buf, size_t len)
@@ -145,28 +145,28 @@ static bool sn_engine_look(sn_context_t *ctx, softnic_cpu_look_t *look)
     unsigned running = 0;
     char buf[128];
 
-    if (atomic_load_explicit(&ctx->cpus_fixed, memory_order_acquire)) {
-        look->allowed = atomic_load(&ctx->cpus_allowed);
-        look->others  = atomic_load(&ctx->cpus_others);
-        look->run_ns  = atomic_load(&ctx->cpus_run_ns);
-        look->wait_ns = atomic_load(&ctx->cpus_wait_ns);
+    if (atomic_load_explicit(&ctx->look.fixed, memory_order_acquire)) {
+        look->allowed = atomic_load(&ctx->look.fixed_allowed);
+        look->others  = atomic_load(&ctx->look.fixed_others);
+        look->run_ns  = atomic_load(&ctx->look.fixed_run_ns);
+        look->wait_ns = atomic_load(&ctx->look.fixed_wait_ns);
         return true;
     }
 
     /* "0.52 0.58 0.59 3/421 12345": runnable scheduling entities */
-    if ((sn_proc_read(ctx->loadavg_fd, buf, sizeof(buf)) <= 0) ||
+    if ((sn_proc_read(ctx->look.loadavg_fd, buf, sizeof(buf)) <= 0) ||
         (sscanf(buf, "%*s %*s %*s %u/", &running) != 1) || (running == 0)) {
         return false;
     }
-    look->allowed = ctx->allowed_cpus;
+    look->allowed = ctx->look.allowed_cpus;
     look->others  = running - 1;        /* the engine runs as it looks */
     look->run_ns  = look->wait_ns = 0;
-    if ((sn_proc_read(ctx->schedstat_fd, buf, sizeof(buf)) > 0) &&
+    if ((sn_proc_read(ctx->look.schedstat_fd, buf, sizeof(buf)) > 0) &&
         (sscanf(buf, "%llu %llu", &run, &wait) == 2)) {
-        look->run_ns      = run - ctx->look_run_ns;
-        look->wait_ns     = wait - ctx->look_wait_ns;
-        ctx->look_run_ns  = run;
-        ctx->look_wait_ns = wait;
+        look->run_ns      = run - ctx->look.run_ns;
+        look->wait_ns     = wait - ctx->look.wait_ns;
+        ctx->look.run_ns  = run;
+        ctx->look.wait_ns = wait;
     }
     return true;
 }
@@ -203,7 +203,7 @@ bool sn_engine_wants_aside(sn_context_t *ctx)
     if (!sn_engine_look(ctx, &look)) {
         return false;
     }
-    return softnic_test_engine_aside_rule(&ctx->aside_history, &look, 0) &&
+    return softnic_test_engine_aside_rule(&ctx->look.history, &look, 0) &&
            !sn_engine_needed(ctx);
 }
 
@@ -253,7 +253,7 @@ void sn_engine_stand_aside(sn_context_t *ctx)
             break;              /* software took it back */
         }
         if ((mode == SN_ENGINE_ASIDE) && sn_engine_look(ctx, &look)) {
-            aside = softnic_test_engine_aside_rule(&ctx->aside_history,
+            aside = softnic_test_engine_aside_rule(&ctx->look.history,
                                                    &look, 1);
             if (!aside) {
                 atomic_store_explicit(&ctx->engine_mode,
@@ -262,7 +262,7 @@ void sn_engine_stand_aside(sn_context_t *ctx)
             }
         }
     }
-    ctx->aside_history = 0;
+    ctx->look.history = 0;
     atomic_store_explicit(&ctx->seg->db.engine, 1, memory_order_seq_cst);
 }
 
@@ -276,12 +276,12 @@ int softnic_test_engine_cpus(struct ibv_context *context,
     }
     ctx = sn_ctx(context);
     if (look != NULL) {
-        atomic_store(&ctx->cpus_allowed, look->allowed);
-        atomic_store(&ctx->cpus_others, look->others);
-        atomic_store(&ctx->cpus_run_ns, look->run_ns);
-        atomic_store(&ctx->cpus_wait_ns, look->wait_ns);
+        atomic_store(&ctx->look.fixed_allowed, look->allowed);
+        atomic_store(&ctx->look.fixed_others, look->others);
+        atomic_store(&ctx->look.fixed_run_ns, look->run_ns);
+        atomic_store(&ctx->look.fixed_wait_ns, look->wait_ns);
     }
-    atomic_store_explicit(&ctx->cpus_fixed, look != NULL,
+    atomic_store_explicit(&ctx->look.fixed, look != NULL,
                           memory_order_release);
     if ((ctx->threaded || ctx->aside) && (ctx->seg != NULL)) {
         sn_db_wake(&ctx->seg->db);  /* an engine asleep looks at once */

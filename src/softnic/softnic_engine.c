@@ -315,12 +315,12 @@ int sn_engine_start(sn_context_t *ctx)
     ctx->threaded = true;
     ctx->aside    = false;
     atomic_store(&ctx->engine_mode, SN_ENGINE_ACTIVE);
-    ctx->loadavg_fd = ctx->schedstat_fd = -1;
+    ctx->look.loadavg_fd = ctx->look.schedstat_fd = -1;
     /* the engine takes no signal: they stay with the software's threads */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     ctx->creator_cpu  = sched_getcpu();
-    ctx->allowed_cpus = sn_engine_allowed_cpus();
+    ctx->look.allowed_cpus = sn_engine_allowed_cpus();
     ret = pthread_create(&ctx->engine, NULL, sn_engine_main, ctx);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (ret != 0) {

@@ -44,6 +44,7 @@
 #define SOFTNIC_INT_H_
 
 #include "softnic.h"
+#include "softnic_aside.h"
 #include "softnic_port.h"
 #include "softnic_test.h"
 #include "softnic_wire.h"
@@ -229,26 +230,14 @@ struct sn_context {
     _Atomic uint64_t   engine_passes;
     _Atomic uint64_t   empty_polls;  /* software polls that found nothing:
                                         it is polling (sn_engine_assist) */
-    _Atomic uint64_t   assists, engine_parks;
+    _Atomic uint64_t   assists, engine_parks, engine_asides;
     _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
-    /* the engine stands aside where it has no CPU of its own
-     * (softnic_aside.c, SOFTNIC_ENGINE_ASIDE_AUTO): engine_mode moves
-     * ACTIVE -> ASIDE_ASKED (the engine) -> ASIDE (software, at a poll:
-     * threaded off, aside on) -> RESUME_ASKED (the engine) -> ACTIVE
-     * (software); software alone changes threaded and aside */
-    _Atomic uint32_t   engine_mode;  /* SN_ENGINE_* */
+    /* standing aside (softnic_aside.c: the mode, SN_ENGINE_*, is handed
+     * over; software alone changes threaded and aside) */
+    _Atomic uint32_t   engine_mode;
     _Atomic bool       aside_auto;   /* SOFTNIC_ENGINE_ASIDE_AUTO */
     bool               aside;
-    uint32_t           allowed_cpus; /* the process's, at the engine's
-                                        start */
-    uint32_t           aside_history;
-    uint64_t           look_run_ns, look_wait_ns; /* the engine's own, at
-                                        its last look */
-    int                loadavg_fd, schedstat_fd;
-    _Atomic bool       cpus_fixed;   /* steering: looks give these */
-    _Atomic uint32_t   cpus_allowed, cpus_others;
-    _Atomic uint64_t   cpus_run_ns, cpus_wait_ns;
-    _Atomic uint64_t   engine_asides;
+    sn_aside_look_t    look;
     /* shared reads (softnic_rdma.c): ours offered, chunks of peers' ones
      * we copied */
     _Atomic uint64_t   shares_offered, share_chunks_served;
@@ -528,9 +517,7 @@ struct sn_qp {
     uint64_t           out_tail;     /* our position */
     uint64_t           out_head_cache;
     uint32_t           head_polls;
-    uint32_t           sig_pending;  /* signaled WQEs not yet completed:
-                                        while one waits, every look reads
-                                        the peer's position */
+    uint32_t           sig_pending;  /* signaled WQEs not completed */
     sn_peer_t          *peer;        /* peer device's registration table */
     sn_proc_id_t       peer_proc;
     uint64_t           next_liveness_ns;
