@@ -10,8 +10,14 @@
 # with verbs (rdma-core's libibverbs-dev; rdmacm and cma where found), the
 # multi-threaded mode (--enable-mt), logging at UCX's default, shared
 # libraries only, no CUDA, ROCm, oneAPI, gdrcopy, xpmem, knem, Java or Go,
-# no documentation and no examples; make -j$(nproc).  The build packages are
-# installed from Debian's (run as root, or with sudo).  A stamp in PREFIX
+# no documentation and no examples; make -j$(nproc).  UCX checks the
+# parameters of every call (--enable-params-check, UCX's own default, as
+# Debian's packages have it): a bad UCT call fails with UCS_ERR_INVALID_PARAM
+# and an error that names it, and rc_tm's tests of those checks are built;
+# RC_TM_UCX_PARAMS_CHECK=no builds UCX without (--disable-params-check, as
+# UCX's contrib/configure-release has it: the checks compile away, in UCX
+# and in rc_tm built against it).  The build packages are installed from
+# Debian's (run as root, or with sudo).  A stamp in PREFIX
 # names the tarball's sha256 and the configure arguments: a second run with
 # the same ones does nothing.  Each step's time is printed.  The build
 # directory is PREFIX.build (RC_TM_UCX_WORK names another), removed once
@@ -26,7 +32,7 @@ as_root() {
     else die "need root to run: $*"; fi
 }
 
-case ${1:-} in -h|--help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,25s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 [ $# -eq 2 ] || die "usage: contrib/build-ucx.sh TARBALL PREFIX (a UCX source tarball, and where to install UCX)"
 tarball=$1 prefix=$2
 [ -f "$tarball" ] || die "$tarball does not exist: name a UCX source tarball (ucx-X.Y.Z.tar.gz from UCX's releases)"
@@ -35,6 +41,11 @@ case $prefix in /*) ;; *) prefix=$PWD/$prefix ;; esac
 prefix=${prefix%/}
 work=${RC_TM_UCX_WORK:-$prefix.build}
 stamp=$prefix/.rc_tm-build-ucx.stamp
+params_check=${RC_TM_UCX_PARAMS_CHECK:-yes}
+case $params_check in
+    yes|no) ;;
+    *) die "RC_TM_UCX_PARAMS_CHECK=$params_check: yes (check every call's parameters, the default) or no" ;;
+esac
 
 configure_args=(
     --prefix="$prefix"
@@ -44,6 +55,7 @@ configure_args=(
     --with-verbs
     --without-cuda --without-rocm --without-ze --without-gdrcopy
     --without-xpmem --without-knem --without-java --without-go
+    "$([ "$params_check" = yes ] && echo --enable-params-check || echo --disable-params-check)"
 )
 
 packages=(build-essential autoconf automake libtool pkg-config
@@ -100,6 +112,9 @@ cd "$work/build"
 step configure "$src/configure" "${configure_args[@]}"
 grep -q '^#define HAVE_IB 1' config.h ||
     die "UCX configured without verbs (no HAVE_IB in $work/build/config.h): install libibverbs-dev"
+want_check=$([ "$params_check" = yes ] && echo 1 || echo 0)
+grep -q "^#define ENABLE_PARAMS_CHECK $want_check\$" config.h ||
+    die "UCX configured with parameter checks other than asked (RC_TM_UCX_PARAMS_CHECK=$params_check: ENABLE_PARAMS_CHECK $want_check not in $work/build/config.h)"
 step make make -j"$(nproc)"
 rm -f "$stamp"
 step install make install

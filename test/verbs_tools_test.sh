@@ -3,6 +3,9 @@
 # the software NIC through the test-only interposer (test/interpose):
 #  1. ibv_rc_pingpong and ibv_srq_pingpong, server and client on localhost,
 #     at a few sizes, polling, and with completion events (-e);
+#     ibv_ud_pingpong likewise, up to the port's MTU (a datagram is one
+#     packet), with a GRH (-g 0: the port requires one, and mlx5 refuses
+#     an address handle without it where it does);
 #  2. perftest's ib_send_lat, ib_send_bw, ib_write_lat, ib_write_bw,
 #     ib_read_lat and ib_read_bw at a few sizes, up to the software NIC's
 #     largest SEND (softnic.h max_send_size, 64 KiB by default) and a few
@@ -18,7 +21,7 @@ fails=0 passes=0
 
 [ -f "$ipose" ] || { echo "FAIL: $ipose not built"; exit 1; }
 for p in ibv_rc_pingpong:ibverbs-utils ibv_srq_pingpong:ibverbs-utils \
-         ib_send_lat:perftest; do
+         ibv_ud_pingpong:ibverbs-utils ib_send_lat:perftest; do
     command -v "${p%%:*}" >/dev/null || {
         echo "FAIL: ${p%%:*} not found: install Debian's ${p#*:} (contrib/setup.sh does)"
         exit 1
@@ -96,6 +99,13 @@ for tool in ibv_rc_pingpong ibv_srq_pingpong; do
     pair "$tool -s 4096 -e (completion events)" "$pp_result" both \
          "$tool" -d "$dev" -g 0 -s 4096 -n 20 -e
 done
+
+for size in 1 2048 4096; do
+    pair "ibv_ud_pingpong -s $size" "$pp_result" both \
+         ibv_ud_pingpong -d "$dev" -g 0 -s "$size" -n 20
+done
+pair "ibv_ud_pingpong -s 2048 -e (completion events)" "$pp_result" both \
+     ibv_ud_pingpong -d "$dev" -g 0 -s 2048 -n 20 -e
 
 # perftest prints a row "#bytes #iterations figures..." per size.  The
 # software NIC reports mlx5's vendor ids (ConnectX-5), for which perftest

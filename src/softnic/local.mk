@@ -12,9 +12,11 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_rq.h \
+	src/softnic/softnic_srq.h \
 	src/softnic/softnic_port.h \
 	src/softnic/softnic_channel.h \
 	src/softnic/softnic_qp_ex.h \
+	src/softnic/softnic_ud.h \
 	src/softnic/softnic_port.c \
 	src/softnic/softnic_context.c \
 	src/softnic/softnic_mr.c \
@@ -30,6 +32,8 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_pull.c \
 	src/softnic/softnic_resp.c \
 	src/softnic/softnic_rq.c \
+	src/softnic/softnic_ud.c \
+	src/softnic/softnic_ah.c \
 	src/softnic/softnic_comp.c \
 	src/softnic/softnic_park.c \
 	src/softnic/softnic_async.c \

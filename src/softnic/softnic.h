@@ -1,6 +1,7 @@
 /*
- * The software NIC: an RC NIC with tag-matching offload (TM-SRQ), in
- * software, for the processes of one host.  Messages travel over rings in
+ * The software NIC: an RC NIC with tag-matching offload (TM-SRQ), and UD
+ * (unreliable datagrams, with address handles), in software, for the
+ * processes of one host.  Messages travel over rings in
  * shared memory; RDMA reads and writes are single copies between processes
  * (process_vm_readv/writev).  The device's work (tag matching, placement,
  * rendezvous reads, send completions) runs when its CQ is polled
@@ -19,7 +20,8 @@
  *    QP create / modify / query / destroy, CQ create / resize / destroy,
  *    completion channels and their events, SRQ create (basic) /
  *    modify / query / destroy, device, port, GID
- *    and P_Key queries) there is a softnic_<verb> below with the same signature: the
+ *    and P_Key queries, address handles) there is a softnic_<verb> below
+ *    with the same signature: the
  *    caller picks libibverbs' function or this one per device.
  * Nothing is interposed: libibverbs and its other users see nothing of it.
  *
@@ -58,6 +60,8 @@ extern "C" {
 #endif
 
 #define SOFTNIC_DEVICE_NAME    "soft"
+/* Its dev_name: the node UCX looks for is /dev/infiniband/softnic0 */
+#define SOFTNIC_DEVICE_DEV_NAME "softnic0"
 
 /* Where the NIC's messages go: without a logger, errors go to stderr and
  * the rest is dropped */
@@ -141,6 +145,14 @@ int softnic_query_device(struct ibv_context *context,
                          struct ibv_device_attr *device_attr);
 int softnic_query_port(struct ibv_context *context, uint8_t port_num,
                        struct ibv_port_attr *port_attr);
+struct ibv_ah *softnic_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int softnic_destroy_ah(struct ibv_ah *ah);
+int softnic_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+                            struct ibv_wc *wc, struct ibv_grh *grh,
+                            struct ibv_ah_attr *ah_attr);
+struct ibv_ah *softnic_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+                                         struct ibv_grh *grh,
+                                         uint8_t port_num);
 
 
 /* ----- Extensions ----- */

@@ -84,7 +84,8 @@ static int sn_qp_out_to_new_ring(sn_context_t *ctx, sn_qp_t *qp,
     int ret;
 
     *ring_qpn = atomic_fetch_add(&sn_next_ring_num, 1);
-    ret       = sn_ring_create(ctx, 'r', *ring_qpn, &qp->out_shm);
+    ret       = sn_ring_create(ctx, 'r', *ring_qpn, 0, IBV_QPT_RC,
+                               &qp->out_shm);
     if (ret != 0) {
         return ret;
     }
@@ -192,12 +193,13 @@ static int sn_qp_accept_one(sn_srq_t *srq, const sn_accept_slot_t *req,
         return ENOMEM;
     }
     qp->passive = true;
-    ret = sn_ring_attach(&req->proc, req->dev_seq, 'r', in_qpn, &qp->in_shm);
+    ret = sn_ring_attach(&req->proc, req->dev_seq, 'r', in_qpn, IBV_QPT_RC,
+                         &qp->in_shm);
     if (ret != 0) {
         goto err_free;
     }
     sn_qp_set_in(qp);
-    ret = sn_ring_attach(&req->proc, req->dev_seq, 'q', out_qpn,
+    ret = sn_ring_attach(&req->proc, req->dev_seq, 'q', out_qpn, IBV_QPT_RC,
                          &qp->out_shm);
     if (ret != 0) {
         goto err_detach_in;

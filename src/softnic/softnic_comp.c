@@ -230,11 +230,18 @@ static inline bool sn_qp_sq_quiet(sn_qp_t *qp)
     return false;
 }
 
-/* Send-side work, from the poll of the QP's send CQ */
+/* Send-side work, from the poll of the QP's send CQ (a UD QP's sends are
+ * done when posted: they only complete) */
 void sn_qp_progress_send(sn_qp_t *qp)
 {
-    if (sn_qp_waits_on_peer(qp) && !sn_qp_sq_quiet(qp)) {
-        sn_qp_progress_sq(qp);
+    if (sn_qp_waits_on_peer(qp)) {
+        if (sn_likely(qp->ud == NULL)) {
+            if (!sn_qp_sq_quiet(qp)) {
+                sn_qp_progress_sq(qp);
+            }
+        } else {
+            sn_qp_reap(qp, qp->send_cq);
+        }
     }
     if (sn_unlikely(qp->last_wqe_due)) {
         sn_qp_last_wqe_check(qp);

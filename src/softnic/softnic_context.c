@@ -24,6 +24,9 @@
 
 static _Atomic uint32_t sn_next_dev_seq;
 
+/* Context numbers tried when another copy of the NIC took one */
+#define SN_DEV_SEQ_TRIES   64
+
 /* What ibv_query_device reports the device to be: a TM-capable ConnectX,
  * the ConnectX-5 (Mellanox's vendor id, PCI device 0x1017 = 4119, whose
  * kernel driver reports hw_ver 0) */
@@ -31,12 +34,34 @@ static _Atomic uint32_t sn_next_dev_seq;
 #define SN_VENDOR_PART_ID  4119
 #define SN_NODE_GUID_TAG   0x0001   /* the low bits of the GUID */
 
-static struct ibv_device sn_device = {
-    .node_type      = IBV_NODE_CA,
-    .transport_type = IBV_TRANSPORT_IB,
-    .name           = SOFTNIC_DEVICE_NAME,
-    .dev_name       = "softnic0",
+/*
+ * The device, shaped as libibverbs' struct verbs_device (rdma-core
+ * libibverbs/driver.h: the struct ibv_device first, then the provider's
+ * ops), which a provider's own checks read around any device they are
+ * handed: mlx5dv_is_supported() is is_mlx5_dev(), which compares
+ * verbs_get_device(device)->ops with mlx5's (providers/mlx5/mlx5.c).  The
+ * software NIC has no libibverbs provider: its ops are NULL, and such a
+ * check answers no without reading past the allocation.
+ */
+typedef struct sn_verbs_device {
+    struct ibv_device  device;
+    const void         *ops;
+    int                refcount;
+    void               *entry[2];
+    void               *sysfs;
+    uint64_t           core_support;
+} sn_verbs_device_t;
+
+static sn_verbs_device_t sn_vdevice = {
+    .device = {
+        .node_type      = IBV_NODE_CA,
+        .transport_type = IBV_TRANSPORT_IB,
+        .name           = SOFTNIC_DEVICE_NAME,
+        .dev_name       = SOFTNIC_DEVICE_DEV_NAME,
+    },
 };
+
+#define sn_device (sn_vdevice.device)
 
 static struct ibv_device *sn_device_list[] = { &sn_device, NULL };
 
@@ -217,8 +242,8 @@ static int sn_query_device_ex(struct ibv_context *context,
     a.orig_attr.max_qp_init_rd_atom = SN_MAX_RD_ATOM;
     a.orig_attr.max_srq             = 1 << 24;
     a.orig_attr.max_srq_wr          = SN_MAX_SRQ_WR;
-    a.orig_attr.max_srq_sge         = SN_MAX_SGE; /* a basic SRQ's; a
-                                                     TM-SRQ takes 1 */
+    a.orig_attr.max_srq_sge         = SN_MAX_SRQ_SGE; /* a basic SRQ's; a
+                                                         TM-SRQ takes 1 */
     a.orig_attr.max_pkeys           = ctx->port.npkeys;
     a.orig_attr.phys_port_cnt       = 1;
     a.phys_port_cnt_ex              = 1;
@@ -430,6 +455,7 @@ static void sn_ctx_tables_cleanup(sn_context_t *ctx)
  */
 static int sn_ctx_bring_up(sn_context_t *ctx)
 {
+    unsigned tries = 0;
     char name[96];
     int ret;
 
@@ -446,8 +472,18 @@ static int sn_ctx_bring_up(sn_context_t *ctx)
         sn_ctx_tables_cleanup(ctx);
         return ENOMEM;
     }
-    sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
-    ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
+    /* Another copy of the NIC in this process (the transport's and a
+     * preloaded interposer's) numbers its contexts too: a number whose
+     * segment exists is taken, and the next is tried.  Nothing has used
+     * the number yet (QPs and SRQs come after a PD) */
+    for (;;) {
+        sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, 0, 0);
+        ret = sn_shm_create(&ctx->shm, name, sizeof(sn_dev_seg_t));
+        if ((ret != EEXIST) || (++tries > SN_DEV_SEQ_TRIES)) {
+            break;
+        }
+        ctx->dev_seq = (uint16_t)atomic_fetch_add(&sn_next_dev_seq, 1);
+    }
     if (ret != 0) {
         sn_ctx_tables_cleanup(ctx);
         return ret;
@@ -525,6 +561,13 @@ int softnic_dealloc_pd(struct ibv_pd *pd)
 
 /* ---- open / close ---- */
 
+static int sn_num_comp_vectors(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+
+    return (cpus < 1) ? 1 : (cpus > 1024) ? 1024 : (int)cpus;
+}
+
 static void sn_context_init_ops(sn_context_t *ctx)
 {
     struct verbs_context *vctx = &ctx->vctx;
@@ -566,10 +609,16 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
         goto err_free;
     }
 
+    ret = sn_async_fd_open(ctx);    /* the context's async_fd */
+    if (ret != 0) {
+        sn_error("cannot make the event file descriptor: %s", strerror(ret));
+        goto err_free;
+    }
     ctx->vctx.context.device           = device;
     ctx->vctx.context.cmd_fd           = -1;
-    ctx->vctx.context.async_fd         = -1;
-    ctx->vctx.context.num_comp_vectors = 1;
+    /* a completion vector per CPU, as mlx5 has an EQ per CPU: UCX asks
+     * the one of the CPU it runs on (uct_ib_iface_create_cq) */
+    ctx->vctx.context.num_comp_vectors = sn_num_comp_vectors();
     pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
     sn_context_init_ops(ctx);
 
@@ -628,6 +677,7 @@ int softnic_close_device(struct ibv_context *context)
         sn_shm_destroy(&ctx->shm);
         sn_ctx_tables_cleanup(ctx);
     }
+    sn_async_fd_close(ctx);
     pthread_mutex_destroy(&context->mutex);
     free(ctx);
     return 0;

@@ -263,15 +263,21 @@ static void sn_read_tm_info(struct ibv_cq_ex *ex,
     *tm_info = sn_cq_current(ex)->tm_info;
 }
 
-/* What an InfiniBand NIC reports of the path: nothing of use here */
-static uint32_t sn_read_zero32(struct ibv_cq_ex *ex)
+/* The path of a UD datagram (mlx5's CQE slid, sl, ml_path); 0 for RC,
+ * whose completions say nothing of use there */
+static uint32_t sn_read_slid(struct ibv_cq_ex *ex)
 {
-    return 0;
+    return sn_cq_current(ex)->slid;
 }
 
-static uint8_t sn_read_zero8(struct ibv_cq_ex *ex)
+static uint8_t sn_read_sl(struct ibv_cq_ex *ex)
 {
-    return 0;
+    return sn_cq_current(ex)->sl;
+}
+
+static uint8_t sn_read_dlid_path_bits(struct ibv_cq_ex *ex)
+{
+    return sn_cq_current(ex)->dlid_path_bits;
 }
 
 static __attribute__((noinline)) int
@@ -301,12 +307,12 @@ sn_poll_cq_read(sn_cq_t *cq, uint32_t ready, int num_entries,
         wc[n].imm_data   = cqe->imm_data;
         wc[n].qp_num     = sn_cqe_qp_num(cqe);
         wc[n].wc_flags   = cqe->wc_flags;
-        /* what an InfiniBand NIC reports of the path: nothing of use */
+        /* the path: a UD datagram's (softnic_ud.c), else 0 */
         wc[n].src_qp         = cqe->src_qp;
         wc[n].pkey_index     = 0;
-        wc[n].slid           = 0;
-        wc[n].sl             = 0;
-        wc[n].dlid_path_bits = 0;
+        wc[n].slid           = cqe->slid;
+        wc[n].sl             = cqe->sl;
+        wc[n].dlid_path_bits = cqe->dlid_path_bits;
     }
     __atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
     return n;
@@ -415,9 +421,9 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     cq->ex.read_qp_num     = sn_read_qp_num;
     cq->ex.read_src_qp     = sn_read_src_qp;
     cq->ex.read_wc_flags   = sn_read_wc_flags;
-    cq->ex.read_slid       = sn_read_zero32;
-    cq->ex.read_sl         = sn_read_zero8;
-    cq->ex.read_dlid_path_bits = sn_read_zero8;
+    cq->ex.read_slid       = sn_read_slid;
+    cq->ex.read_sl         = sn_read_sl;
+    cq->ex.read_dlid_path_bits = sn_read_dlid_path_bits;
     cq->ex.read_tm_info    = sn_read_tm_info;
     pthread_mutex_init(&cq->ex.mutex, NULL);
     pthread_cond_init(&cq->ex.cond, NULL);

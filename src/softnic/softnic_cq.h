@@ -68,6 +68,9 @@ static inline sn_cqe_t *sn_cq_push(sn_cq_t *cq)
     cqe->imm_data     = 0;
     cqe->vendor_err   = 0;
     cqe->src_qp       = 0;
+    cqe->slid         = 0;
+    cqe->sl           = 0;
+    cqe->dlid_path_bits = 0;
     cqe->byte_len     = 0;
     cqe->tm_info.tag  = 0;
     cqe->tm_info.priv = 0;

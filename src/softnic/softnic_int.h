@@ -76,7 +76,11 @@
 #define SN_MAX_QP_WR           (1u << 20)
 #define SN_MAX_CQE             (1u << 24)
 #define SN_MAX_INLINE          256
-#define SN_MAX_SGE             4          /* send-side gather entries */
+#define SN_MAX_SGE             8          /* gather entries of a send, and
+                                             scatter of a QP's receive:
+                                             UCX's UD asks 6, its RC 5
+                                             (UCT_IB_MAX_IOV is 8) */
+#define SN_MAX_SRQ_SGE         4          /* of a basic SRQ's receive */
 #define SN_TM_MAX_SGE          2          /* scatter entries of a list
                                              entry (mlx5: 1) */
 #define SN_MAX_RD_ATOM         16
@@ -205,6 +209,10 @@ struct sn_context {
                                         starts */
     sn_list_t          events;       /* QPs with an asynchronous event not
                                         yet read (softnic_async.c) */
+    int                async_wake_fd;  /* the pipe behind async_fd: a byte */
+    int                async_drain_fd; /* while an event waits (our own
+                                          non-blocking read end) */
+    _Atomic bool       async_token;    /* that byte is in the pipe */
     unsigned           srqs;
     uint32_t           next_srq_num;
     /* steering (softnic_test.h) */
@@ -274,6 +282,9 @@ typedef struct sn_cqe {
     uint32_t           imm_data;     /* big endian */
     uint32_t           vendor_err;
     uint32_t           src_qp;       /* receives of softnic_rq.c */
+    uint16_t           slid;         /* UD receives (softnic_ud.c): the */
+    uint8_t            sl;           /* sender's LID and SL, the path */
+    uint8_t            dlid_path_bits; /* bits of the LID it was sent to */
     struct ibv_wc_tm_info tm_info;
     /* for the provider, at poll */
     uint8_t            kind;         /* sn_cqe_kind_t */
@@ -312,136 +323,8 @@ struct sn_cq {
     sn_list_t          event_link;   /* in its channel's queue */
 };
 
-/*
- * A matching-list entry; its handle is its index, bare, as on mlx5.  Two
- * views of it, as there are on a NIC:
- *  - the NIC's: what the list holds at that index (listed, and what it
- *    matches and where it places), set when an ADD is processed;
- *  - the provider's (rdma-core's struct mlx5_tag_entry): the receive's
- *    wr_id and how many completions it still expects.  The handle is free
- *    again when that count drops to 0: after the ADD's completion and the
- *    entry's final completion (not its MATCH), or a successful DEL's.
- * Free handles are reused last-freed first: at once, which mlx5's FIFO
- * does only later, so that software naming a handle it no longer owns
- * shows at once.  Nothing checks a DEL's handle (rdma-core does not): a
- * DEL of a free handle gives a reference it never took, as rdma-core's
- * mlx5_tm_release_tag does, so a signaled one frees the handle a second
- * time (the next ADDs share it) and an unsignaled one leaves the count
- * below 0 (the next entry there is freed while listed).
- */
-typedef struct sn_tag {
-    /* the NIC's */
-    tm_matcher_entry_t entry;        /* in srq->listed; entry.seq is the
-                                        order of ADD processing */
-    uint64_t           tag, mask;
-    struct ibv_sge     sge[SN_TM_MAX_SGE];
-    uint32_t           length;       /* of all its scatter entries */
-    uint8_t            num_sge;
-    bool               listed;
-    /* the provider's */
-    struct sn_tag      *next_free;
-    uint64_t           recv_wr_id;
-    int                expect_cqe;
-    uint32_t           phase_cnt;    /* the provider's count at its ADD */
-} sn_tag_t;
-
-/* A posted list operation (its work request, as the NIC reads it) */
-typedef struct sn_op {
-    uint64_t           wr_id;
-    uint32_t           index;        /* the handle (ADD/DEL) */
-    uint32_t           unexpected_cnt;
-    uint8_t            opcode;       /* IBV_WR_TAG_* */
-    uint8_t            flags;        /* IBV_OPS_* */
-    /* ADD */
-    uint8_t            num_sge;
-    uint32_t           length;       /* of all of sge */
-    uint64_t           tag, mask;
-    struct ibv_sge     sge[SN_TM_MAX_SGE];
-} sn_op_t;
-
-/* Untagged SRQ buffer */
-typedef struct sn_rbuf {
-    uint64_t           wr_id;
-    uint64_t           addr;
-    uint32_t           length;
-    uint32_t           lkey;
-} sn_rbuf_t;
-
-/* The second half of a matched message: its final completion (DATA_VALID;
- * for a rendezvous the NIC's read before it and FIN after) */
-typedef struct sn_xfer {
-    sn_qp_t            *qp;          /* where it came from */
-    uint32_t           tag_index;
-    uint32_t           byte_len;     /* eager: already placed */
-    unsigned           imm_flag;     /* IBV_WC_WITH_IMM or 0 */
-    uint32_t           imm_data;
-    bool               rndv;         /* the NIC reads it */
-    bool               sw_rndv;      /* software reads it: the headers are
-                                        placed now */
-    uint32_t           hdr_len;      /* sw_rndv: header bytes to place */
-    uint8_t            hdr[128];     /* ... kept from the message */
-    struct ibv_sge     sge[SN_TM_MAX_SGE]; /* the entry's buffer */
-    uint8_t            num_sge;
-    uint64_t           remote_va;
-    uint32_t           rkey;
-    uint32_t           rndv_len;
-    uint8_t            fin[sizeof(struct ibv_tmh) + sizeof(struct ibv_rvh)];
-} sn_xfer_t;
-
-struct sn_srq {
-    struct ibv_srq     ibv;
-    sn_list_t          link;         /* in cq->srqs */
-    sn_cq_t            *cq;
-    /* accept queue for softnic_dv_connect_qp_to_srq: the SRQ number, the
-     * device's (TM-SRQ: its registry entry, num_entry) */
-    uint32_t           num;
-    sn_shm_t           num_entry;
-    sn_shm_t           shm;
-    sn_srq_seg_t       *seg;
-    uint32_t           accepted;     /* requests taken from seg */
-    sn_list_t          qps;          /* QPs whose receives come here */
-    sn_list_t          active;       /* those whose rings a run looks at;
-                                        the others are parked */
-    sn_list_t          *rr_next;     /* round-robin position in active */
-    uint32_t           nactive, nparked;
-    uint32_t           runs;         /* of the arrival stage */
-    uint64_t           woken, swept; /* parked QPs taken back (statistics) */
-    struct sn_rq       *rq;          /* not tag matching: a basic SRQ or
-                                        a QP's own receive queue
-                                        (softnic_rq.h); NULL on a TM-SRQ */
-    /* untagged buffers: FIFO */
-    sn_rbuf_t          *rbufs;
-    uint32_t           max_wr;
-    uint32_t           rbuf_mask, rbuf_head, rbuf_tail;
-    uint32_t           packet_size;  /* longer matched eager: two steps */
-    uint8_t            hold_match, rndv_final; /* enum softnic_* */
-    /* matching list */
-    sn_tag_t           *tags;
-    uint32_t           max_tags;
-    uint32_t           max_sge;      /* of a list entry: tm_caps.max_sge */
-    tm_matcher_t       listed;       /* listed entries: matched like the
-                                        NIC, first added wins, in a time
-                                        that does not grow with the list */
-    sn_tag_t           *tag_free;    /* free handles (the provider's) */
-    uint64_t           next_add_seq; /* the sequence counter of listed */
-    /* list operations: FIFO of max_ops; an operation's slot is free once
-     * the completion of it or of a later one is polled (op_retired), as
-     * mlx5's command QP frees its send queue */
-    sn_op_t            *ops;
-    uint32_t           max_ops, op_retired, op_head, op_tail;
-    /* phase: the NIC's 16-bit count, and the provider's (rdma-core's
-     * unexp_in: unexpected messages polled, unexp_out: the count of the
-     * last ADD that carried one) */
-    uint16_t           hw_unexp;
-    bool               in_phase;
-    uint64_t           match_barrier; /* entries with seq >= this wait */
-    uint32_t           unexp_in, unexp_out;
-    /* pending DATA_VALID / rndv reads, FIFO of max_tags */
-    sn_xfer_t          *xfers;
-    uint32_t           xfer_mask, xfer_head, xfer_tail;
-    /* steering */
-    bool               hold_ops;
-};
+/* The TM-SRQ: its matching list, list operations, buffers (softnic_srq.h) */
+#include "softnic_srq.h"
 
 /* A send work request, kept until it completes (in order) */
 typedef struct sn_wqe {
@@ -487,6 +370,7 @@ struct sn_qp {
         struct ibv_qp_ex ibv_ex;     /* the ibv_wr_* API (softnic_qp_ex.c) */
     };
     struct sn_wr_batch *wr_batch;    /* created by create_qp_ex with send ops */
+    struct sn_ud       *ud;          /* a UD QP's (softnic_ud.h); NULL: RC */
     sn_shm_t           num_entry;    /* ibv.qp_num's registry entry */
     sn_list_t          ctx_link;     /* in ctx->qps */
     sn_list_t          srq_link;     /* in srq->qps */
@@ -617,6 +501,13 @@ int  sn_proc_self(sn_proc_id_t *id);
 int  sn_proc_start_time(pid_t pid, uint64_t *start_time);
 bool sn_proc_alive(const sn_proc_id_t *id);
 bool sn_proc_pid_alive(uint32_t pid);    /* any process of that pid */
+/* A process named in one word: pid, and the low 32 bits of its start time
+ * above it (sn_proc_word) */
+bool sn_proc_word_alive(uint64_t word);
+static inline uint64_t sn_proc_word(const sn_proc_id_t *id)
+{
+    return ((uint64_t)(uint32_t)id->start_time << 32) | id->pid;
+}
 uint32_t sn_host_id(void);
 void sn_seg_name(char *buf, size_t len, const sn_proc_id_t *owner,
                  uint32_t dev_seq, char kind, uint32_t num);
@@ -687,39 +578,13 @@ void sn_cq_overrun(sn_cq_t *cq);
 /* Removes the unpolled completions of QP qp_num (the QP is destroyed) */
 void sn_cq_purge_qp(sn_cq_t *cq, uint32_t qp_num);
 
-/* softnic_srq.c */
-struct ibv_srq *sn_create_srq_ex(struct ibv_context *context,
-                                 struct ibv_srq_init_attr_ex *attr);
-int  sn_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
-int  sn_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
-                      struct ibv_recv_wr **bad_wr);
-int  sn_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
-                     struct ibv_ops_wr **bad_wr);
-bool sn_srq_op_ready(const sn_srq_t *srq);
-int  sn_srq_step_op(sn_srq_t *srq);
-unsigned sn_srq_progress(sn_srq_t *srq);
-void sn_srq_go_out_of_phase(sn_srq_t *srq);
-void sn_srq_tag_unlist(sn_srq_t *srq, sn_tag_t *tag);
-void sn_srq_cqe_poll(sn_cqe_t *cqe);
-
-/* The first-added matchable entry for tag, or NULL.  The first-added of all
- * matching entries decides: if it was added out of phase, so were all later
- * ones. */
-static inline sn_tag_t *sn_srq_tag_match(sn_srq_t *srq, uint64_t msg_tag)
-{
-    tm_matcher_entry_t *e = tm_matcher_peek(&srq->listed, msg_tag);
-
-    if ((e == NULL) || (e->seq >= srq->match_barrier)) {
-        return NULL;
-    }
-    return e->arg;
-}
-
 /* softnic_qp.c */
+/* A ring of ours for a QP of type qp_type (IBV_QPT_RC or UD) of size
+ * bytes (0: the context's ring_size); a peer's, if it is one for qp_type */
 int  sn_ring_create(sn_context_t *ctx, char kind, uint32_t num,
-                    sn_shm_t *shm);
+                    uint32_t size, uint32_t qp_type, sn_shm_t *shm);
 int  sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
-                    uint32_t num, sn_shm_t *shm);
+                    uint32_t num, uint32_t qp_type, sn_shm_t *shm);
 void sn_qp_set_in(sn_qp_t *qp);
 int  sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
                    const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq);
@@ -729,6 +594,9 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp);
 void sn_qp_free(sn_qp_t *qp);
 void sn_qp_destroy(sn_qp_t *qp);
 void sn_qp_set_error(sn_qp_t *qp);
+/* Whose device an address names (its uid): 0, EINVAL (not a software
+ * NIC's address, a bad port) or EHOSTUNREACH (another host or user) */
+int  sn_av_uid(sn_context_t *ctx, const struct ibv_ah_attr *ah, uint32_t *uid);
 
 /* softnic_accept.c */
 void sn_srq_accept(sn_srq_t *srq);
@@ -759,6 +627,12 @@ int  sn_srq_step_data(sn_srq_t *srq);
 void sn_srq_forget_qp(sn_srq_t *srq, sn_qp_t *qp);
 void sn_srq_rx_error(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status);
 bool sn_ring_skip_pad(sn_qp_t *qp, sn_rec_t **rec_p);
+
+/* softnic_async.c: the context's async_fd, readable while an event waits
+ * to be read (sn_async_raise after an event is added) */
+int  sn_async_fd_open(sn_context_t *ctx);
+void sn_async_fd_close(sn_context_t *ctx);
+void sn_async_raise(sn_context_t *ctx);
 
 /* softnic_comp.c (completer) */
 void sn_qp_progress_send(sn_qp_t *qp);
@@ -799,5 +673,6 @@ int  sn_srq_step_random(sn_srq_t *srq, uint64_t *seed);
 #include "softnic_cq.h"
 #include "softnic_rq.h"
 #include "softnic_qp_ex.h"
+#include "softnic_ud.h"
 
 #endif

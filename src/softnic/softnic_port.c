@@ -222,6 +222,7 @@ int softnic_test_port_event(struct ibv_context *context,
         sn_qp_pkey_publish(sn_container_of(e, sn_qp_t, ctx_link));
     }
     ctx->port.events[ctx->port.nevents++] = event;
+    sn_async_raise(ctx);
     sn_ctx_unlock(ctx);
     return 0;
 }

@@ -45,27 +45,33 @@
 /* ---- rings ---- */
 
 /* Creates a ring segment of ours (kind 'q': a QP's, 'r': softnic_accept.c) */
-int sn_ring_create(sn_context_t *ctx, char kind, uint32_t num, sn_shm_t *shm)
+int sn_ring_create(sn_context_t *ctx, char kind, uint32_t num, uint32_t size,
+                   uint32_t qp_type, sn_shm_t *shm)
 {
     sn_ring_ctl_t *ring;
     char name[96];
     int ret;
 
+    if (size == 0) {
+        size = ctx->ring_size;
+    }
     sn_seg_name(name, sizeof(name), &ctx->proc, ctx->dev_seq, kind, num);
-    ret = sn_shm_create(shm, name, sn_ring_seg_size(ctx->ring_size));
+    ret = sn_shm_create(shm, name, sn_ring_seg_size(size));
     if (ret != 0) {
         return ret;
     }
-    ring       = shm->base;
-    ring->size = ctx->ring_size;
+    ring          = shm->base;
+    ring->size    = size;
+    ring->qp_type = qp_type;
     sn_seg_hdr_init(&ring->hdr, &ctx->proc, SN_SEG_RING);
     return 0;
 }
 
 /* Maps a ring segment of the context dev_seq of process owner and checks
- * it */
+ * it: a ring of a QP of another type is none (an RC QP does not connect
+ * to a UD QP, a datagram to an RC QP is dropped) */
 int sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
-                   uint32_t num, sn_shm_t *shm)
+                   uint32_t num, uint32_t qp_type, sn_shm_t *shm)
 {
     sn_ring_ctl_t *ring;
     char name[96];
@@ -84,7 +90,7 @@ int sn_ring_attach(const sn_proc_id_t *owner, uint32_t dev_seq, char kind,
         (ring->hdr.kind != SN_SEG_RING) || (ring->size == 0) ||
         (ring->size & (ring->size - 1)) ||
         (shm->size < sn_ring_seg_size(ring->size)) ||
-        atomic_load(&ring->hdr.closed)) {
+        (ring->qp_type != qp_type) || atomic_load(&ring->hdr.closed)) {
         sn_shm_detach(shm);
         return ECONNREFUSED;
     }
@@ -194,11 +200,15 @@ void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp)
     ++qp->srq->nactive;
     qp->busy_run = qp->srq->runs;
     sn_list_add_tail(&qp->send_cq->send_qps, &qp->cq_link);
-    sn_wake_slot_get(ctx, qp);
+    if (qp->ud == NULL) {
+        sn_wake_slot_get(ctx, qp);  /* a UD ring, of many producers, is
+                                       never parked */
+    }
 }
 
 void sn_qp_free(sn_qp_t *qp)
 {
+    sn_ud_qp_cleanup(qp);
     sn_num_free(&qp->num_entry);    /* after its ring: nobody finds it */
     pthread_mutex_destroy(&qp->ibv.mutex);
     pthread_cond_destroy(&qp->ibv.cond);
@@ -210,9 +220,9 @@ void sn_qp_free(sn_qp_t *qp)
 
 static int sn_qp_init_attr_check(struct ibv_qp_init_attr *attr)
 {
-    if ((attr->qp_type != IBV_QPT_RC) || (attr->send_cq == NULL) ||
-        (attr->recv_cq == NULL)) {
-        return EOPNOTSUPP;      /* RC QPs */
+    if (((attr->qp_type != IBV_QPT_RC) && (attr->qp_type != IBV_QPT_UD)) ||
+        (attr->send_cq == NULL) || (attr->recv_cq == NULL)) {
+        return EOPNOTSUPP;      /* RC and UD QPs */
     }
     if ((attr->srq == NULL) && (sn_rq_qp_attr_check(attr) != 0)) {
         return EINVAL;          /* its own receive queue (softnic_rq.c) */
@@ -223,6 +233,10 @@ static int sn_qp_init_attr_check(struct ibv_qp_init_attr *attr)
         (attr->cap.max_send_sge > SN_MAX_SGE) ||
         (attr->cap.max_inline_data > SN_MAX_INLINE)) {
         return EINVAL;
+    }
+    if ((attr->qp_type == IBV_QPT_UD) && (attr->srq != NULL) &&
+        (sn_srq(attr->srq)->rq == NULL)) {
+        return EINVAL;          /* tag matching is RC's */
     }
     return 0;
 }
@@ -309,12 +323,21 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         qp->attr.cap.max_recv_wr  = attr->cap.max_recv_wr;
         qp->attr.cap.max_recv_sge = attr->cap.max_recv_sge;
     }
-    qp->attr.cap.max_inline_data = sn_qp_inline_grant(&attr->cap);
+    ret = (attr->qp_type == IBV_QPT_UD) ? sn_ud_qp_init(qp) : 0;
+    /* the gather list asked for, as mlx5 grants it (its sq.max_gs) */
+    qp->attr.cap.max_send_sge    = attr->cap.max_send_sge;
+    qp->attr.cap.max_inline_data = (qp->ud != NULL) ?
+                                   sn_ud_inline_grant(&attr->cap) :
+                                   sn_qp_inline_grant(&attr->cap);
     qp->ibv.pd         = pd;
     qp->ibv.recv_cq    = attr->recv_cq;
     qp->ibv.qp_context = attr->qp_context;
     qp->sq_sig_all     = attr->sq_sig_all;
-    ret = sn_ring_create(ctx, 'q', qp->ibv.qp_num, &qp->in_shm);
+    if (ret == 0) {
+        ret = sn_ring_create(ctx, 'q', qp->ibv.qp_num,
+                             (qp->ud != NULL) ? SN_UD_RING_SIZE : 0,
+                             qp->ibv.qp_type, &qp->in_shm);
+    }
     if (ret != 0) {
         sn_qp_free(qp);
         sn_qp_destroy_rq(srq, attr);
@@ -415,7 +438,8 @@ static const struct {
     SN_QP_ATTR(IBV_QP_MIN_RNR_TIMER,      min_rnr_timer),
     SN_QP_ATTR(IBV_QP_SQ_PSN,             sq_psn),
     SN_QP_ATTR(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic),
-    SN_QP_ATTR(IBV_QP_DEST_QPN,           dest_qp_num)
+    SN_QP_ATTR(IBV_QP_DEST_QPN,           dest_qp_num),
+    SN_QP_ATTR(IBV_QP_QKEY,               qkey)
 };
 
 /* Keeps what a successful modify_qp set, for softnic_query_qp */
@@ -459,8 +483,7 @@ void sn_qp_set_error(sn_qp_t *qp)
  * routes within the subnet; a RoCE address needs a GRH, as the kernel
  * says: EINVAL).  A GID of another host or user is unreachable.
  */
-static int sn_qp_av_uid(sn_context_t *ctx, const struct ibv_ah_attr *ah,
-                        uint32_t *uid)
+int sn_av_uid(sn_context_t *ctx, const struct ibv_ah_attr *ah, uint32_t *uid)
 {
     sn_dev_addr_t peer;
 
@@ -494,7 +517,7 @@ static int sn_qp_to_rtr(sn_qp_t *qp, const struct ibv_qp_attr *attr)
     uint32_t uid, dev_seq;
     int ret;
 
-    ret = sn_qp_av_uid(ctx, &attr->ah_attr, &uid);
+    ret = sn_av_uid(ctx, &attr->ah_attr, &uid);
     if (ret != 0) {
         sn_debug("QP 0x%x: RTR needs a GRH naming a software NIC, or the "
                  "port's LID", qp->ibv.qp_num);
@@ -506,7 +529,7 @@ static int sn_qp_to_rtr(sn_qp_t *qp, const struct ibv_qp_attr *attr)
                  attr->dest_qp_num, strerror(ret));
         return ECONNREFUSED;
     }
-    ret = sn_ring_attach(&owner, dev_seq, 'q', attr->dest_qp_num,
+    ret = sn_ring_attach(&owner, dev_seq, 'q', attr->dest_qp_num, IBV_QPT_RC,
                          &qp->out_shm);
     if (ret != 0) {
         return ret;
@@ -547,10 +570,14 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
     enum ibv_qp_state to   = (attr_mask & IBV_QP_STATE) ? attr->qp_state :
                                                           from;
     int required           = sn_qp_required_mask(from, to);
+    bool bad_mask          = (qp->ud != NULL) ?
+                             (sn_ud_modify_check(qp, from, to,
+                                                 attr_mask) != 0) :
+                             ((required < 0) ||
+                              ((attr_mask & required) != required));
     int ret;
 
-    if (qp->passive || (required < 0) ||
-        ((attr_mask & required) != required) ||
+    if (qp->passive || bad_mask ||
         ((attr_mask & IBV_QP_PORT) && (attr->port_num != 1)) ||
         ((attr_mask & IBV_QP_PKEY_INDEX) &&
          (attr->pkey_index >= sn_qp_ctx(qp)->port.npkeys)) ||
@@ -559,7 +586,7 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
         return EINVAL;          /* retry_cnt: mlx5 writes it past its 3 bits */
     }
 
-    if ((from == IBV_QPS_INIT) && (to == IBV_QPS_RTR)) {
+    if ((from == IBV_QPS_INIT) && (to == IBV_QPS_RTR) && (qp->ud == NULL)) {
         ret = sn_qp_to_rtr(qp, attr);
         if (ret != 0) {
             return ret;
@@ -583,6 +610,9 @@ static int sn_qp_modify(sn_qp_t *qp, struct ibv_qp_attr *attr,
     if (to == IBV_QPS_RTR) {
         /* parked before it took anything: what waits for RTR is taken */
         sn_qp_unpark(qp);
+    }
+    if (qp->ud != NULL) {
+        sn_ud_modified(qp, attr, attr_mask);
     }
     return 0;
 }

@@ -282,12 +282,15 @@ static int sn_qp_init_attr_ex_check(const struct ibv_qp_init_attr_ex *attr)
     }
     if (((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
          (attr->create_flags != 0)) ||
-        (attr->qp_type != IBV_QPT_RC)) {
+        ((attr->qp_type != IBV_QPT_RC) && (attr->qp_type != IBV_QPT_UD))) {
         return EOPNOTSUPP;
     }
+    /* mlx5_qp_fill_wr_pfns' answer for ops a QP cannot carry; the extended
+     * post API is RC's here */
     if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-        (attr->send_ops_flags & ~(uint64_t)SN_QP_EX_SEND_OPS)) {
-        return EOPNOTSUPP;      /* mlx5_qp_fill_wr_pfns' answer */
+        ((attr->qp_type != IBV_QPT_RC) ||
+         (attr->send_ops_flags & ~(uint64_t)SN_QP_EX_SEND_OPS))) {
+        return EOPNOTSUPP;
     }
     return 0;
 }

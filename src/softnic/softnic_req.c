@@ -317,8 +317,11 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
     uint8_t *dst;
     int i;
 
-    if ((wr->num_sge < 0) || (wr->num_sge > SN_MAX_SGE)) {
+    if (wr->num_sge < 0) {
         return EINVAL;
+    }
+    if ((uint32_t)wr->num_sge > qp->attr.cap.max_send_sge) {
+        return ENOMEM;          /* mlx5's post_send: past the gather list */
     }
     for (i = 0; i < wr->num_sge; ++i) {
         len += wr->sg_list[i].length;
@@ -397,7 +400,8 @@ static inline bool sn_post_inline_direct(sn_qp_t *qp,
         !(wr->send_flags & IBV_SEND_INLINE) ||
         (qp->ibv.state != IBV_QPS_RTS) || qp->pkey_drop ||
         (qp->sq_sent != qp->sq_tail) || (qp->fin_count != 0) ||
-        (wr->num_sge < 0) || (wr->num_sge > SN_MAX_SGE)) {
+        (wr->num_sge < 0) ||
+        ((uint32_t)wr->num_sge > qp->attr.cap.max_send_sge)) {
         return false;
     }
     for (i = 0; i < wr->num_sge; ++i) {
@@ -486,7 +490,7 @@ static inline bool sn_post_send_fast(sn_qp_t *qp, struct ibv_send_wr *wr)
 {
     sn_wqe_t *wqe;
 
-    if ((wr->next != NULL) || qp->offered ||
+    if ((wr->next != NULL) || qp->offered || (qp->ud != NULL) ||
         (qp->sq_tail - qp->sq_head >= qp->sq_size)) {
         return false;
     }
@@ -514,7 +518,8 @@ int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
     }
 
     sn_ctx_lock(ctx);
-    ret = sn_post_send_locked(qp, wr, bad_wr);
+    ret = sn_likely(qp->ud == NULL) ? sn_post_send_locked(qp, wr, bad_wr) :
+                                      sn_ud_post_send(qp, wr, bad_wr);
     sn_ctx_unlock(ctx);
     /* our engine, asleep without its timer, completes the sends and
      * watches the peer from now on */

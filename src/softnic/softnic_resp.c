@@ -213,7 +213,7 @@ bool sn_srq_arrival_ready(sn_srq_t *srq, sn_qp_t *qp)
 
     if (sn_unlikely(srq->rq != NULL)) {     /* not tag matching */
         return sn_qp_connected(qp) && sn_ring_peek(qp, &rec) &&
-               sn_rq_arrival_can(srq, qp);
+               ((qp->ud != NULL) || sn_rq_arrival_can(srq, qp));
     }
     return sn_qp_connected(qp) && sn_ring_peek(qp, &rec) &&
            sn_srq_arrival_can(srq, qp, rec, &tag, &kind);
@@ -536,6 +536,9 @@ int sn_srq_step_arrival(sn_srq_t *srq, sn_qp_t *qp)
     sn_rec_t *rec;
     int ret;
 
+    if (sn_unlikely(qp->ud != NULL)) {
+        return sn_ud_step_arrival(srq, qp);     /* a datagram */
+    }
     if (!sn_qp_connected(qp)) {
         return EAGAIN;
     }

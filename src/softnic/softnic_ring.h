@@ -44,11 +44,13 @@ static inline void sn_ring_release(sn_qp_t *qp, sn_rec_t *rec)
     sn_ring_advance(qp, rec->len);
 }
 
-/* A QP connected to its peer: RTR or RTS.  Its messages are taken off its
- * ring, and the NIC may send FINs on it.  In ERR it does neither. */
+/* A QP connected to its peer: RTR or RTS (or, UD, SQE: its receives go
+ * on).  Its messages are taken off its ring, and the NIC may send FINs on
+ * it.  In ERR it does neither.  (The range holds SQD too, a state no QP
+ * enters here.) */
 static inline bool sn_qp_connected(const sn_qp_t *qp)
 {
-    return (qp->ibv.state == IBV_QPS_RTR) || (qp->ibv.state == IBV_QPS_RTS);
+    return (qp->ibv.state >= IBV_QPS_RTR) && (qp->ibv.state <= IBV_QPS_SQE);
 }
 
 /* Anything (a message or padding) at the head of qp's inbound ring?  The

@@ -228,7 +228,7 @@ struct ibv_srq *sn_rq_create_srq_ex(struct ibv_context *context,
         return NULL;
     }
     if ((attr->attr.max_wr == 0) || (attr->attr.max_wr > SN_MAX_SRQ_WR) ||
-        (attr->attr.max_sge > SN_MAX_SGE)) {
+        (attr->attr.max_sge > SN_MAX_SRQ_SGE)) {
         errno = EINVAL;
         return NULL;
     }
@@ -443,12 +443,15 @@ static bool sn_rq_rnr_end(sn_qp_t *qp)
 }
 
 /* One receive taken from a basic SRQ: its limit event when armed */
-static void sn_rq_taken(sn_rq_t *rq)
+void sn_rq_taken(sn_srq_t *srq)
 {
+    sn_rq_t *rq = srq->rq;
+
     ++rq->head;
     if ((rq->limit != 0) && (rq->tail - rq->head < rq->limit)) {
         rq->limit     = 0;
         rq->limit_due = true;
+        sn_async_raise(sn_ctx(srq->ibv.context));
     }
 }
 
@@ -466,7 +469,7 @@ static void sn_rq_fail(sn_srq_t *srq, sn_qp_t *qp, enum ibv_wc_status status,
     wc->qp_num     = qp->ibv.qp_num;
     wc->src_qp     = qp->attr.dest_qp_num;
     wc->vendor_err = 0x10 + status;
-    sn_rq_taken(rq);
+    sn_rq_taken(srq);
     sn_debug("QP 0x%x: receive failed: %s", qp->ibv.qp_num,
              ibv_wc_status_str(status));
     qp->in->nak_status = nak_status;
@@ -529,7 +532,7 @@ static void sn_rq_complete(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec,
         wc->wc_flags = IBV_WC_WITH_IMM;
         wc->imm_data = rec->imm_data;
     }
-    sn_rq_taken(srq->rq);
+    sn_rq_taken(srq);
 }
 
 /*

@@ -13,7 +13,9 @@
 #pragma GCC visibility push(hidden)
 
 /* Scatter entries a receive WQE holds: mlx5 grants up to 7 on a basic SRQ
- * asked for the device's 4 (mlx5_alloc_srq_buf rounds the WQE up) */
+ * asked for the device's 4 (mlx5_alloc_srq_buf rounds the WQE up), and a
+ * QP's own queue as many as asked, the device's 8 at most, rounded up to a
+ * power of two */
 #define SN_RQ_MAX_SGE          8
 
 /* A posted receive */
@@ -62,6 +64,7 @@ int  sn_rq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 int  sn_rq_post_srq_recv(sn_srq_t *srq, struct ibv_recv_wr *wr,
                          struct ibv_recv_wr **bad_wr);
 bool sn_rq_arrival_can(sn_srq_t *srq, sn_qp_t *qp);
+void sn_rq_taken(sn_srq_t *srq);
 int  sn_rq_arrive(sn_srq_t *srq, sn_qp_t *qp, const sn_rec_t *rec);
 void sn_rq_qp_error(sn_qp_t *qp);
 bool sn_qp_nak_check(sn_qp_t *qp, uint64_t now);

@@ -214,6 +214,13 @@ int  softnic_test_port_event(struct ibv_context *context,
                              const softnic_test_port_t *attr,
                              enum ibv_event_type event);
 
+/* In a forked child: takes the producer lock of UD QP qp's inbound ring
+ * (the parent's QP, whose ring the child maps too) and publishes
+ * `published` empty datagrams from qp without moving the ring's tail, as a
+ * producer that dies between its record and its tail does; the child then
+ * exits holding the lock.  0, or EINVAL (not a UD QP of a software NIC) */
+int  softnic_test_ud_die_holding(struct ibv_qp *qp, unsigned published);
+
 /* Shared-memory object name prefix of this process ("/dev/shm/<prefix>*") */
 void softnic_test_shm_prefix(char *buf, size_t len);
 /* Who the device's registry says owns QP number qp_num ('q') or TM-SRQ

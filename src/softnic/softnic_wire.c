@@ -150,6 +150,20 @@ bool sn_proc_pid_alive(uint32_t pid)
     return sn_pid_alive(pid, NULL);
 }
 
+bool sn_proc_word_alive(uint64_t word)
+{
+    uint64_t st;
+    char state;
+    int ret;
+
+    ret = sn_proc_stat((pid_t)(uint32_t)word, &state, &st);
+    if (ret != 0) {
+        return (ret != ENOENT) && (ret != ESRCH);
+    }
+    return ((uint32_t)st == (uint32_t)(word >> 32)) && (state != 'Z') &&
+           (state != 'X');
+}
+
 uint32_t sn_host_id(void)
 {
     static uint32_t host_id;
@@ -242,7 +256,9 @@ int sn_shm_create(sn_shm_t *shm, const char *name, size_t size)
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         ret = errno;
-        sn_error("shm_open(%s) failed: %s", name, strerror(ret));
+        /* a name taken is the caller's to handle (sn_ctx_bring_up) */
+        sn_log((ret == EEXIST) ? SOFTNIC_LOG_DEBUG : SOFTNIC_LOG_ERROR,
+               "shm_open(%s) failed: %s", name, strerror(ret));
         return ret;
     }
     if (ftruncate(fd, (off_t)size) != 0) {

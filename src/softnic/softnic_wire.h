@@ -35,8 +35,9 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             14u           /* 14: one GID per device,
-                                                numbers by registry */
+#define SN_VERSION             15u           /* 14: one GID per device,
+                                                numbers by registry; 15:
+                                                UD rings (many producers) */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -196,7 +197,8 @@ typedef struct sn_srq_seg {
 
 /*
  * Ring: single producer (the peer QP's requester), single consumer (the
- * owner's responder).  Byte positions grow forever; records are cache-line
+ * owner's responder); a UD QP's ring has one producer at a time among
+ * many (prod_lock).  Byte positions grow forever; records are cache-line
  * aligned and never wrap (a PAD record fills the end of the buffer).
  *
  * The consumer polls the type of the record at its own position, not the
@@ -223,6 +225,10 @@ typedef struct sn_ring_ctl {
                                    the ring */
     _Atomic uint32_t pkey;      /* the consumer QP's P_Key (its port's
                                    table at its index) */
+    uint32_t         qp_type;   /* the consumer QP's: IBV_QPT_RC or UD */
+    _Atomic uint32_t qkey;      /* UD: the consumer QP's Q_Key */
+    _Atomic uint32_t rx_on;     /* UD: the consumer QP takes datagrams
+                                   (RTR or RTS) */
     uint8_t          pad0[SN_CACHE_LINE];
     _Atomic uint64_t head SN_ALIGNED;     /* written by the consumer */
     uint8_t          pad1[SN_CACHE_LINE];
@@ -249,6 +255,14 @@ typedef struct sn_ring_ctl {
     uint64_t         rnr_t0_ns;     /* SN_NAK_RNR: the first NAK ... */
     uint64_t         rnr_timer_ns;  /* ... and the wait between retries */
     uint32_t         rnr_retry;     /* 7: retried for ever */
+    /* A UD QP's ring has many producers (softnic_ud.c): each writes its
+     * records under prod_lock (0, or the holder's pid and the low bits of
+     * its start time) from prod_tail, which is the end of what was
+     * published once the lock is free; a holder that died leaves it
+     * behind its last published record, and the next holder, which takes
+     * the lock from the dead, looks past it (sn_ud_ring_lock) */
+    _Atomic uint64_t prod_lock SN_ALIGNED;
+    uint64_t         prod_tail;
     uint8_t          data[] SN_ALIGNED;
 } sn_ring_ctl_t;
 

@@ -72,9 +72,15 @@ from perftest_mpi import Halo, ManyPeers, OVERLAP_TRANSPORTS, Overlap
 # 1.13's alias for its shared-memory transports (posix, sysv, xpmem, knem,
 # cma: those this host has), UCX's choice between two processes of one host;
 # posix alone copies rendezvous data through its FIFO too.
+# rc_verbs is UCX's own rc_verbs (with ud_verbs for wireup: UCX's alias
+# rc_v) on the same software NIC as rc_tm, reached through the test
+# interposer (--interposer) where test/softnic_dev_node.sh provides the
+# device node UCX's ib md looks for: tags matched by UCP's software over
+# the device that matches them for rc_tm.
 TRANSPORTS = {
     "rc_tm":      "rc_tm",
     "rc_tm_base": "rc_tm",
+    "rc_verbs":   "rc_v",
     "sm":         "sm",
     "posix":      "posix",
     "tcp":        "tcp",
@@ -140,9 +146,23 @@ class Cell:
 def perftest_env(args, tl):
     env = dict(os.environ)
     env["UCX_TLS"] = TRANSPORTS[tl]
-    env["LD_PRELOAD"] = os.path.abspath(
-        args.baseline_module if tl == "rc_tm_base" else args.module)
+    if tl == "rc_verbs":
+        env["LD_PRELOAD"] = os.path.abspath(args.interposer)
+    else:
+        env["LD_PRELOAD"] = os.path.abspath(
+            args.baseline_module if tl == "rc_tm_base" else args.module)
     return env
+
+
+def perftest_command(args, tl):
+    """ucx_perftest, for rc_verbs where the device node exists."""
+    if tl == "rc_verbs":
+        return ["sh", DEV_NODE, args.perftest]
+    return [args.perftest]
+
+
+DEV_NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        "softnic_dev_node.sh")
 
 
 def perftest_has_mpi_mode(perftest):
@@ -188,7 +208,8 @@ def run_pair_once(args, test, size, tl, iters):
     server_log = tempfile.TemporaryFile(mode="w+")
     pin = (lambda cpu: ["taskset", "-c", str(cpu)]) if args.pin else \
         (lambda cpu: [])
-    server = subprocess.Popen(pin(0) + [args.perftest] + common, env=env,
+    server = subprocess.Popen(pin(0) + perftest_command(args, tl) + common,
+                              env=env,
                               stdout=server_log, stderr=subprocess.STDOUT)
     client = None
     try:
@@ -198,8 +219,8 @@ def run_pair_once(args, test, size, tl, iters):
             time.sleep(0.01)
         while server.poll() is None:
             left = max(1.0, deadline - time.time())
-            client = subprocess.run(pin(1) + [args.perftest, "127.0.0.1"] +
-                                    common,
+            client = subprocess.run(pin(1) + perftest_command(args, tl) +
+                                    ["127.0.0.1"] + common,
                                     env=env, capture_output=True, text=True,
                                     timeout=left)
             # a refused connection: the server is not listening yet
@@ -428,7 +449,11 @@ def main():
     parser.add_argument("--tests", default="tag_lat,tag_bw,tag_sync_lat")
     parser.add_argument("--sizes",
                         default="8,64,512,4k,16k,64k,256k,1m,4m")
-    parser.add_argument("--transports", default="rc_tm,sm,posix,tcp")
+    parser.add_argument("--transports",
+                        default="rc_tm,rc_verbs,sm,posix,tcp")
+    parser.add_argument("--interposer",
+                        help="the build's test/interpose/.libs/"
+                             "libsoftnic_verbs.so, for transport rc_verbs")
     parser.add_argument("--reference", default="sm",
                         help="ratios are against this transport")
     parser.add_argument("--repeat", type=int, default=5,
@@ -527,6 +552,10 @@ def main():
                      args.reference)
     if not os.path.isfile(args.module):
         parser.error("module %s not found (build it first)" % args.module)
+    if ("rc_verbs" in tls) and not (args.interposer and
+                                    os.path.isfile(args.interposer)):
+        parser.error("transport rc_verbs needs --interposer (the build's "
+                     "test/interpose/.libs/libsoftnic_verbs.so)")
     if ("rc_tm_base" in tls) and not (args.baseline_module and
                                       os.path.isfile(args.baseline_module)):
         parser.error("transport rc_tm_base needs --baseline-module")
@@ -674,6 +703,7 @@ def main():
 
 PLOT_STYLES = {"rc_tm": ("tab:red", "o", "-"),
                "rc_tm_base": ("tab:orange", "v", ":"),
+               "rc_verbs": ("tab:purple", "P", "-."),
                "sm": ("tab:green", "D", "-"),
                "posix": ("tab:blue", "s", "--"),
                "tcp": ("tab:gray", "^", ":")}

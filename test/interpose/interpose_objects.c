@@ -1,7 +1,7 @@
 /*
  * Interposer: the objects the software NIC has (PD, MR, completion
  * channel, CQ, SRQ, QP, and a QP's ibv_qp_ex from ibv_qp_to_qp_ex, set
- * when ibv_create_qp_ex was given send ops).  Each verb goes to softnic_<verb> when its object
+ * when ibv_create_qp_ex was given send ops; address handles).  Each verb goes to softnic_<verb> when its object
  * belongs to a software NIC's context, else to the real libibverbs.
  */
 #include "interpose.h"
@@ -226,4 +226,49 @@ IVP_EXPORT struct ibv_qp_ex *(ibv_qp_to_qp_ex)(struct ibv_qp *qp)
         return softnic_qp_to_qp_ex(qp);
     }
     return IVP_REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6")(qp);
+}
+
+
+/* ---- address handles ---- */
+
+IVP_EXPORT struct ibv_ah *(ibv_create_ah)(struct ibv_pd *pd,
+                                          struct ibv_ah_attr *attr)
+{
+    if (ivp_soft(pd->context)) {
+        return softnic_create_ah(pd, attr);
+    }
+    return IVP_REAL(ibv_create_ah, IVP_V1_1)(pd, attr);
+}
+
+IVP_EXPORT int (ibv_destroy_ah)(struct ibv_ah *ah)
+{
+    if (ivp_soft(ah->context)) {
+        return softnic_destroy_ah(ah);
+    }
+    return IVP_REAL(ibv_destroy_ah, IVP_V1_1)(ah);
+}
+
+/* libibverbs' own would query the port and GID table through libibverbs'
+ * internal calls, which never reach the interposer */
+IVP_EXPORT int (ibv_init_ah_from_wc)(struct ibv_context *context,
+                                     uint8_t port_num, struct ibv_wc *wc,
+                                     struct ibv_grh *grh,
+                                     struct ibv_ah_attr *ah_attr)
+{
+    if (ivp_soft(context)) {
+        return softnic_init_ah_from_wc(context, port_num, wc, grh, ah_attr);
+    }
+    return IVP_REAL(ibv_init_ah_from_wc, IVP_V1_1)(context, port_num, wc,
+                                                   grh, ah_attr);
+}
+
+IVP_EXPORT struct ibv_ah *(ibv_create_ah_from_wc)(struct ibv_pd *pd,
+                                                  struct ibv_wc *wc,
+                                                  struct ibv_grh *grh,
+                                                  uint8_t port_num)
+{
+    if (ivp_soft(pd->context)) {
+        return softnic_create_ah_from_wc(pd, wc, grh, port_num);
+    }
+    return IVP_REAL(ibv_create_ah_from_wc, IVP_V1_1)(pd, wc, grh, port_num);
 }

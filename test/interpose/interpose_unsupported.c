@@ -1,54 +1,11 @@
 /*
  * Interposer: verbs of objects and features the software NIC does not have
- * (address handles, multicast, ECE, re-registration, dma-buf regions, imported objects, Ethernet L2
- * resolution).  On a software NIC's object each fails as libibverbs does
+ * (multicast, ECE, re-registration, dma-buf regions, imported objects,
+ * Ethernet L2 resolution).  On a software NIC's object each fails as libibverbs does
  * over a provider without the operation (EOPNOTSUPP, in the form the
  * function documents); other objects go to the real libibverbs.
  */
 #include "interpose.h"
-
-/* ---- address handles ---- */
-
-IVP_EXPORT struct ibv_ah *(ibv_create_ah)(struct ibv_pd *pd,
-                                          struct ibv_ah_attr *attr)
-{
-    if (ivp_soft(pd->context)) {
-        return ivp_null_eopnotsupp();
-    }
-    return IVP_REAL(ibv_create_ah, IVP_V1_1)(pd, attr);
-}
-
-/* No soft AH exists: one of a soft context is bad input */
-IVP_EXPORT int (ibv_destroy_ah)(struct ibv_ah *ah)
-{
-    if (ivp_soft(ah->context)) {
-        return EOPNOTSUPP;
-    }
-    return IVP_REAL(ibv_destroy_ah, IVP_V1_1)(ah);
-}
-
-IVP_EXPORT int (ibv_init_ah_from_wc)(struct ibv_context *context,
-                                     uint8_t port_num, struct ibv_wc *wc,
-                                     struct ibv_grh *grh,
-                                     struct ibv_ah_attr *ah_attr)
-{
-    if (ivp_soft(context)) {
-        return ivp_minus1_eopnotsupp();
-    }
-    return IVP_REAL(ibv_init_ah_from_wc, IVP_V1_1)(context, port_num, wc,
-                                                   grh, ah_attr);
-}
-
-IVP_EXPORT struct ibv_ah *(ibv_create_ah_from_wc)(struct ibv_pd *pd,
-                                                  struct ibv_wc *wc,
-                                                  struct ibv_grh *grh,
-                                                  uint8_t port_num)
-{
-    if (ivp_soft(pd->context)) {
-        return ivp_null_eopnotsupp();
-    }
-    return IVP_REAL(ibv_create_ah_from_wc, IVP_V1_1)(pd, wc, grh, port_num);
-}
 
 /* Ethernet: a negative errno, as libibverbs' own failures */
 IVP_EXPORT int (ibv_resolve_eth_l2_from_gid)(struct ibv_context *context,

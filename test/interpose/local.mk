@@ -31,10 +31,14 @@ EXTRA_DIST += test/interpose/softnic_verbs.map \
 	test/interpose/check-coverage.sh
 
 # Unmodified verbs programs on the software NIC through the interposer:
-# the pingpongs and perftest (Debian's ibverbs-utils, perftest), and
-# rdma-core's tag-matching test (python3-pyverbs)
-TESTS      += test/verbs_tools_test.sh test/tag_matching_test.sh
-EXTRA_DIST += test/verbs_tools_test.sh test/tag_matching_test.sh
+# the pingpongs and perftest (Debian's ibverbs-utils, perftest),
+# rdma-core's tag-matching test (python3-pyverbs), and UCX's own ib
+# transports (ud_verbs, rc_verbs; rc_tm wired up over ud_verbs), for which
+# test/softnic_dev_node.sh provides the device node UCX looks for
+TESTS      += test/verbs_tools_test.sh test/tag_matching_test.sh \
+	test/ucx_ib_test.sh
+EXTRA_DIST += test/verbs_tools_test.sh test/tag_matching_test.sh \
+	test/ucx_ib_test.sh test/softnic_dev_node.sh
 
 # The interposer as a program linked against libibverbs alone sees it (it
 # preloads the interposer itself; not under test/gtest/: the sanitizer

@@ -1,15 +1,21 @@
 /*
  * The interposer as a program linked against libibverbs alone sees it
  * (LD_PRELOAD; main() re-executes the program with it when it is not
- * loaded): the device list, the software NIC's device and context, and a
- * clean error for every object the software NIC does not have (the verbs'
- * man pages: NULL with errno, or the error code).
+ * loaded): the device list, the software NIC's device and context, its
+ * address handles and UD QPs as UCX's ud_verbs and ibv_ud_pingpong use
+ * them, its asynchronous event file descriptor, and a clean error for
+ * every object the software NIC does not have (the verbs' man pages: NULL
+ * with errno, or the error code).
  */
 #include <infiniband/verbs.h>
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -162,14 +168,10 @@ TEST_F(interpose, pkey_index_finds_the_default_key)
 
 TEST_F(interpose, objects_it_does_not_have_fail_cleanly)
 {
-    struct ibv_ah_attr ah_attr = {};
     union ibv_gid gid          = {};
     struct ibv_ece ece         = {};
     char buf[64];
 
-    errno = 0;
-    EXPECT_EQ(nullptr, ibv_create_ah(m_pd, &ah_attr));
-    EXPECT_EQ(EOPNOTSUPP, errno);
     errno = 0;
     EXPECT_EQ(nullptr, ibv_import_pd(m_ctx, 1));
     EXPECT_EQ(EOPNOTSUPP, errno);
@@ -240,6 +242,235 @@ TEST_F(interpose, objects_it_does_not_have_fail_cleanly)
     EXPECT_EQ(0, ibv_dereg_mr(mr));     /* the old MR stayed valid */
 
     EXPECT_EQ(0, ibv_destroy_qp(qp));
+    EXPECT_EQ(0, ibv_destroy_cq(cq));
+}
+
+/* What UCX's ib md checks of a device: its node /dev/infiniband/softnic0
+ * (the dev_name, ib_md.c uct_ib_device_is_accessible), and that mlx5's
+ * transports refuse it: mlx5dv_is_supported() compares the struct
+ * verbs_device's ops around the device (rdma-core providers/mlx5/mlx5.c
+ * is_mlx5_dev), which must be there to read, and not mlx5's */
+TEST_F(interpose, device_is_a_generic_hca_to_mlx5)
+{
+    EXPECT_STREQ("softnic0", m_ctx->device->dev_name);
+    EXPECT_EQ(IBV_TRANSPORT_IB, m_ctx->device->transport_type);
+    void *mlx5 = dlopen("libmlx5.so.1", RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nullptr, mlx5) << "rdma-core's mlx5 provider (Debian's "
+                                "ibverbs-providers): " << dlerror();
+    typedef bool (*is_supported_t)(struct ibv_device *);
+    is_supported_t is_supported =
+            (is_supported_t)dlsym(mlx5, "mlx5dv_is_supported");
+    ASSERT_NE(nullptr, (void *)is_supported) << dlerror();
+    EXPECT_FALSE(is_supported(m_ctx->device));
+    dlclose(mlx5);
+}
+
+/* Memory as UCX's ib md registers it (ibv_reg_mr_iova2 at the buffer's
+ * own address: local and remote write, remote read and atomic, and
+ * relaxed ordering, an optional flag a device may ignore: the kernel's
+ * IB_ACCESS_OPTIONAL range) */
+TEST_F(interpose, memory_registers_as_ucx_asks)
+{
+    static char buf[8192];
+    struct ibv_mr *mr = ibv_reg_mr_iova2(m_pd, buf, sizeof(buf),
+                                         (uintptr_t)buf,
+                                         IBV_ACCESS_LOCAL_WRITE |
+                                         IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_READ |
+                                         IBV_ACCESS_REMOTE_ATOMIC |
+                                         IBV_ACCESS_RELAXED_ORDERING);
+    ASSERT_NE(nullptr, mr) << strerror(errno);
+    EXPECT_EQ((void *)buf, mr->addr);
+    EXPECT_EQ(sizeof(buf), mr->length);
+    EXPECT_EQ(mr->lkey, mr->rkey);
+    EXPECT_EQ(0, ibv_dereg_mr(mr));
+}
+
+/* The context's async_fd (ibv_get_async_event(3)): readable while an event
+ * waits, as UCX's async thread polls it; non-blocking, a read with none
+ * fails with EAGAIN.  A CQ that overruns raises IBV_EVENT_CQ_ERR */
+TEST_F(interpose, async_fd_is_readable_while_an_event_waits)
+{
+    struct ibv_async_event event;
+    int fd = m_ctx->async_fd;
+
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(0, fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK));
+    struct pollfd pfd = { fd, POLLIN, 0 };
+    EXPECT_EQ(0, poll(&pfd, 1, 0));
+    errno = 0;
+    EXPECT_EQ(-1, ibv_get_async_event(m_ctx, &event));
+    EXPECT_EQ(EAGAIN, errno);
+
+    /* 5 completions into a CQ of 4 entries: sends of datagrams nobody
+     * takes, which complete at once */
+    struct ibv_cq *cq = ibv_create_cq(m_ctx, 4, NULL, NULL, 0);
+    ASSERT_NE(nullptr, cq) << strerror(errno);
+    ASSERT_EQ(4, cq->cqe);
+    struct ibv_qp_init_attr qa = {};
+    qa.send_cq          = cq;
+    qa.recv_cq          = cq;
+    qa.qp_type          = IBV_QPT_UD;
+    qa.cap.max_send_wr  = 8;
+    qa.cap.max_recv_wr  = 1;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    struct ibv_qp *qp = ibv_create_qp(m_pd, &qa);
+    ASSERT_NE(nullptr, qp) << strerror(errno);
+    struct ibv_qp_attr attr = {};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = 1;
+    attr.qkey     = 1;
+    ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                               IBV_QP_PORT | IBV_QP_QKEY));
+    attr.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE));
+    attr.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(0, ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN));
+    struct ibv_ah_attr ah_attr = {};
+    ah_attr.is_global = 1;
+    ah_attr.port_num  = 1;
+    ASSERT_EQ(0, ibv_query_gid(m_ctx, 1, 0, &ah_attr.grh.dgid));
+    struct ibv_ah *ah = ibv_create_ah(m_pd, &ah_attr);
+    ASSERT_NE(nullptr, ah) << strerror(errno);
+    char byte = 0;
+    for (uint64_t i = 0; i < 5; ++i) {
+        struct ibv_sge sge = { (uintptr_t)&byte, 1, 0 };
+        struct ibv_send_wr wr = {}, *bad = NULL;
+        wr.wr_id             = i;
+        wr.sg_list           = &sge;
+        wr.num_sge           = 1;
+        wr.opcode            = IBV_WR_SEND;
+        wr.send_flags        = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+        wr.wr.ud.ah          = ah;
+        wr.wr.ud.remote_qpn  = 0xfffffe;       /* nobody's */
+        wr.wr.ud.remote_qkey = 1;
+        ASSERT_EQ(0, ibv_post_send(qp, &wr, &bad));
+    }
+    ASSERT_EQ(1, poll(&pfd, 1, 5000)) << "no event for the overrun";
+    ASSERT_EQ(0, ibv_get_async_event(m_ctx, &event));
+    EXPECT_EQ(IBV_EVENT_CQ_ERR, event.event_type);
+    EXPECT_EQ(cq, event.element.cq);
+    ibv_ack_async_event(&event);
+    EXPECT_EQ(0, poll(&pfd, 1, 0)) << "readable with nothing waiting";
+
+    EXPECT_EQ(0, ibv_destroy_ah(ah));
+    EXPECT_EQ(0, ibv_destroy_qp(qp));
+    EXPECT_EQ(0, ibv_destroy_cq(cq));
+}
+
+/* Address handles and UD QPs through libibverbs' own functions: a
+ * datagram, its GRH, and the answer made from its completion
+ * (ibv_create_ah_from_wc); an address without a GRH is refused where the
+ * port requires one, as on mlx5 (EINVAL) */
+TEST_F(interpose, datagram_and_its_answer)
+{
+    struct ibv_ah_attr no_grh = {};
+    no_grh.port_num = 1;
+    no_grh.dlid     = 1;
+    errno = 0;
+    EXPECT_EQ(nullptr, ibv_create_ah(m_pd, &no_grh));
+    EXPECT_EQ(EINVAL, errno);
+
+    struct ibv_cq *cq = ibv_create_cq(m_ctx, 16, NULL, NULL, 0);
+    ASSERT_NE(nullptr, cq) << strerror(errno);
+    static char buf[4096];
+    struct ibv_mr *mr = ibv_reg_mr(m_pd, buf, sizeof(buf),
+                                   IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(nullptr, mr) << strerror(errno);
+    struct ibv_qp *qp[2];
+    for (auto &q : qp) {
+        struct ibv_qp_init_attr qa = {};
+        qa.send_cq          = cq;
+        qa.recv_cq          = cq;
+        qa.qp_type          = IBV_QPT_UD;
+        qa.cap.max_send_wr  = 4;
+        qa.cap.max_recv_wr  = 4;
+        qa.cap.max_send_sge = 1;
+        qa.cap.max_recv_sge = 1;
+        q = ibv_create_qp(m_pd, &qa);
+        ASSERT_NE(nullptr, q) << strerror(errno);
+        struct ibv_qp_attr attr = {};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.port_num = 1;
+        attr.qkey     = 0x11;
+        ASSERT_EQ(0, ibv_modify_qp(q, &attr, IBV_QP_STATE |
+                                   IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                   IBV_QP_QKEY));
+        attr.qp_state = IBV_QPS_RTR;
+        ASSERT_EQ(0, ibv_modify_qp(q, &attr, IBV_QP_STATE));
+        attr.qp_state = IBV_QPS_RTS;
+        ASSERT_EQ(0, ibv_modify_qp(q, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN));
+    }
+    auto post_recv = [&](struct ibv_qp *q, size_t off) {
+        struct ibv_sge sge = { (uintptr_t)(buf + off), 1024, mr->lkey };
+        struct ibv_recv_wr wr = {}, *bad = NULL;
+        wr.wr_id   = off;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        return ibv_post_recv(q, &wr, &bad);
+    };
+    auto send = [&](struct ibv_qp *q, struct ibv_ah *ah, uint32_t qpn,
+                    const char *msg) {
+        struct ibv_sge sge = { (uintptr_t)msg, (uint32_t)strlen(msg), 0 };
+        struct ibv_send_wr wr = {}, *bad = NULL;
+        wr.sg_list           = &sge;
+        wr.num_sge           = 1;
+        wr.opcode            = IBV_WR_SEND;
+        wr.send_flags        = IBV_SEND_INLINE;
+        wr.wr.ud.ah          = ah;
+        wr.wr.ud.remote_qpn  = qpn;
+        wr.wr.ud.remote_qkey = 0x11;
+        return ibv_post_send(q, &wr, &bad);
+    };
+    auto recv_one = [&](struct ibv_wc *wc) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            int n = ibv_poll_cq(cq, 1, wc);
+            if (n != 0) {
+                return n;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 5) {
+                return 0;
+            }
+        }
+    };
+    ASSERT_EQ(0, post_recv(qp[1], 0));
+    ASSERT_EQ(0, post_recv(qp[0], 2048));
+    struct ibv_ah_attr ah_attr = {};
+    ah_attr.is_global     = 1;
+    ah_attr.port_num      = 1;
+    ah_attr.grh.hop_limit = 1;
+    ASSERT_EQ(0, ibv_query_gid(m_ctx, 1, 0, &ah_attr.grh.dgid));
+    struct ibv_ah *ah = ibv_create_ah(m_pd, &ah_attr);
+    ASSERT_NE(nullptr, ah) << strerror(errno);
+    ASSERT_EQ(0, send(qp[0], ah, qp[1]->qp_num, "ping"));
+    struct ibv_wc wc;
+    ASSERT_EQ(1, recv_one(&wc));
+    ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(0u, wc.wr_id);
+    EXPECT_EQ(40u + 4, wc.byte_len);
+    EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+    EXPECT_EQ(qp[0]->qp_num, wc.src_qp);
+    EXPECT_EQ(0, memcmp("ping", buf + 40, 4));
+
+    struct ibv_ah *back = ibv_create_ah_from_wc(m_pd, &wc,
+                                                (struct ibv_grh *)buf, 1);
+    ASSERT_NE(nullptr, back) << strerror(errno);
+    ASSERT_EQ(0, send(qp[1], back, wc.src_qp, "pong"));
+    ASSERT_EQ(1, recv_one(&wc));
+    ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(2048u, wc.wr_id);
+    EXPECT_EQ(0, memcmp("pong", buf + 2048 + 40, 4));
+
+    EXPECT_EQ(0, ibv_destroy_ah(back));
+    EXPECT_EQ(0, ibv_destroy_ah(ah));
+    for (auto q : qp) {
+        EXPECT_EQ(0, ibv_destroy_qp(q));
+    }
+    EXPECT_EQ(0, ibv_dereg_mr(mr));
     EXPECT_EQ(0, ibv_destroy_cq(cq));
 }
 

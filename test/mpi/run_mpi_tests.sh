@@ -37,10 +37,18 @@ fi
 AUX=${RC_TM_MPI_AUX:-}
 TLS=rc_tm
 PRELOAD=$MODULE
+WRAP=
+NET_DEVICES=
 if [ -n "$AUX" ]; then
     TLS="rc_tm,$AUX:aux"
     if [ "$AUX" = ud_verbs ]; then
+        # UCX's own ud_verbs on the software NIC: the interposer, and the
+        # device node UCX's ib md looks for (mpirun and its ranks in a
+        # mount namespace that has it)
         PRELOAD="$MODULE:${RC_TM_INTERPOSER:?RC_TM_INTERPOSER must name libsoftnic_verbs.so for ud_verbs}"
+        WRAP="sh $(dirname "$0")/../softnic_dev_node.sh"
+        # and the port named, as the README's cluster line names mlx5_0:1
+        NET_DEVICES="-x UCX_NET_DEVICES=soft:1"
     fi
     echo "MPI tests with UCX_TLS=$TLS and UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n (wired up by worker address over $AUX)"
 fi
@@ -48,7 +56,7 @@ fi
 # The mpirun line (test/mpi/README.md says why each option is there)
 mpi_run() {
     np=$1; shift
-    timeout -k 10 "$TIMEOUT" "$MPIRUN" \
+    $WRAP timeout -k 10 "$TIMEOUT" "$MPIRUN" \
         --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
         --mca btl self --mca mpi_yield_when_idle 1 \
         --allow-run-as-root --oversubscribe --bind-to none \
@@ -166,6 +174,37 @@ check_overlap_output() {
         }' "$1" | head -n 5
 }
 
+# Every rank over rc_tm runs with the offload report on (UCX_RC_TM_REPORT=y):
+# each prints one report when its interface closes.  Why the log's reports
+# are not what they must be (nothing when they are): one per rank, each with
+# advice (or saying it saw no tagged traffic), and the advice the program's
+# workload must get (expect_advice).
+check_reports() {
+    n=$(grep -c 'rc_tm offload report, ' "$1")
+    if [ "$n" != "$2" ]; then
+        echo "$n offload reports, not $2 (one per rank)"
+        return
+    fi
+    # the ranks' lines may interleave: each report by its [host:pid:thread]
+    awk '{ key = $0; sub(/^\[[^]]*\] \[/, "", key); sub(/\].*/, "", key) }
+         /rc_tm offload report, / { seen[key] = 1 }
+         /  (advice: |no tagged message arrived)/ { advised[key] = 1 }
+         END { for (k in seen) if (!(k in advised)) bad = 1; exit bad }' "$1" ||
+        echo "a report without advice"
+    want=$(expect_advice "$3")
+    if [ -n "$want" ] && ! grep -qF "$want" "$1"; then
+        echo "no report advises '$want'"
+    fi
+}
+
+# The advice a program's workload must get from the report
+expect_advice() {
+    case $1 in
+    manyrecv) echo 'because the device list (16) was full: raise UCX_RC_TM_LIST_SIZE' ;;
+    *)        echo '' ;;
+    esac
+}
+
 # The last two check the checks: they must fail, and say why.
 #   nomodule: no LD_PRELOAD (UCX over tcp): "rc_tm module is not loaded"
 #   othertransport: module loaded, but UCX_TLS=tcp carries the traffic: the
@@ -203,7 +242,7 @@ while read -r name np prog extra; do
     fi
     # the engine works even without a CPU of its own: these runs test it
     [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS -x UCX_RC_TM_SOFT_ENGINE_ASIDE=n $extra"
-    [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n $extra"
+    [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n ${NET_DEVICES:-} $extra"
     log="$BINDIR/$name${PROGRESS:+.$PROGRESS}${AUX:+.$AUX}.mpilog"
     expect=$(expect_failure "$name")
     t0=$(date +%s)
@@ -222,20 +261,22 @@ while read -r name np prog extra; do
         [ "$name" = overlap_sm ] && tls=sm
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$tls \
-            -x UCX_LOG_LEVEL=info $extra \
+            -x UCX_LOG_LEVEL=info -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $OVERLAP_ARGS >"$log" 2>&1 ;;
     many_peers)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
+            -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $PEERS_ARGS >"$log" 2>&1 ;;
     halo|halo_pair)
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
-            -x UCX_LOG_LEVEL=info $extra \
+            -x UCX_LOG_LEVEL=info -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $HALO_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
-        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS $extra \
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
+            -x UCX_RC_TM_REPORT=y $extra \
             "$BINDIR/$prog" >"$log" 2>&1 ;;
     esac
     rc=$?
@@ -269,6 +310,11 @@ while read -r name np prog extra; do
             fi
         elif ! grep -q "^$prog: OK" "$log"; then
             why="no OK line"
+        fi
+        # over rc_tm (not overlap_sm): the offload reports
+        if [ -z "$why" ] && [ "$name" != overlap_sm ]; then
+            why=$(check_reports "$log" "$np" "$name")
+            [ -z "$why" ] || why="offload report: $why"
         fi
     else
         if [ $rc -eq 0 ]; then

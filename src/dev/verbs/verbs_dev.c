@@ -141,6 +141,18 @@ out:
     return ret;
 }
 
+/* The software NIC's device, where libibverbs lists it: the test-only
+ * interposer (test/interpose) adds it to libibverbs' list, backed by its
+ * own copy of the NIC.  Listed there, it would be taken for a NIC (no
+ * extension, another copy of the device) and hide the software NIC's own
+ * entry; its names are the software NIC's, which no NIC has (a NIC's
+ * dev_name is uverbsN) */
+static int tm_verbs_is_soft_alias(const struct ibv_device *device)
+{
+    return !strcmp(device->name, SOFTNIC_DEVICE_NAME) &&
+           !strcmp(device->dev_name, SOFTNIC_DEVICE_DEV_NAME);
+}
+
 static void tm_verbs_list_lib(const tm_verbs_lib_t *lib, tm_dev_info_t *info,
                               unsigned max, unsigned *count)
 {
@@ -170,6 +182,12 @@ static void tm_verbs_list_lib(const tm_verbs_lib_t *lib, tm_dev_info_t *info,
             break;
         }
 
+        if ((lib != &tm_verbs_softnic) && tm_verbs_is_soft_alias(list[i])) {
+            tm_dev_debug("verbs: %s: the software NIC, as a libibverbs "
+                         "interposer lists it: listed once, as itself",
+                         lib->get_device_name(list[i]));
+            continue;
+        }
         if (tm_verbs_probe(lib, list[i]) != 0) {
             continue;
         }

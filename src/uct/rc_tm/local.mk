@@ -14,6 +14,7 @@ src_uct_rc_tm_libuct_rc_tm_core_la_SOURCES = \
 	src/uct/rc_tm/rc_tm_iface.c \
 	src/uct/rc_tm/rc_tm_progress.c \
 	src/uct/rc_tm/rc_tm_counters.c \
+	src/uct/rc_tm/rc_tm_report.c \
 	src/uct/rc_tm/rc_tm_ep.h \
 	src/uct/rc_tm/rc_tm_ep.c \
 	src/uct/rc_tm/rc_tm_ep_send.c \

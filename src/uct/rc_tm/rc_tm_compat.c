@@ -324,9 +324,11 @@ uct_component_t uct_rc_tm_component = {
 
 /* ----- interface internal ops ----- */
 
-/* rc_tm keeps no state for UCX's VFS to refresh */
+/* The counters and the offload report (rc_tm_report.c); every UCX since
+ * 1.13 asks this of a transport */
 static void uct_rc_tm_iface_vfs_refresh(uct_iface_h tl_iface)
 {
+    uct_rc_tm_iface_vfs_populate(ucs_derived_of(tl_iface, uct_rc_tm_iface_t));
 }
 
 /* Socket addresses: rc_tm has none */
@@ -392,6 +394,8 @@ uct_rc_tm_iface_is_reachable_v2(const uct_iface_h tl_iface,
 static int uct_rc_tm_ep_is_connected(const uct_ep_h tl_ep,
                                      const uct_ep_is_connected_params_t *params)
 {
+    /* as UCX's rc: an error without a device address (in any build) */
+    UCT_EP_IS_CONNECTED_CHECK_DEV_ADDR(params);
     return uct_rc_tm_ep_is_connected_to(
             tl_ep,
             UCS_PARAM_VALUE(UCT_EP_IS_CONNECTED_FIELD, params, device_addr,

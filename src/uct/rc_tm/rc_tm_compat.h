@@ -26,8 +26,9 @@
     ((UCT_VERNO_MAJOR > 1) || (UCT_VERNO_MINOR >= (_minor)))
 
 /* 1.14: md ops v2 (query, mem_reg params, mem_attach), mpool params,
- * ep_connect_to_ep_v2 */
+ * ep_connect_to_ep_v2, UCT_FLUSH_FLAG_REMOTE */
 #define UCT_RC_TM_UCX_MD_V2              UCT_RC_TM_UCX_AT_LEAST(14)
+#define UCT_RC_TM_UCX_FLUSH_REMOTE       UCT_RC_TM_UCX_AT_LEAST(14)
 /* 1.15: iface_is_reachable_v2 */
 #define UCT_RC_TM_UCX_REACHABLE_V2       UCT_RC_TM_UCX_AT_LEAST(15)
 /* 1.16: registration cache config in UCS, rkey_compare, ep_is_connected,
@@ -55,6 +56,9 @@
 #define UCT_RC_TM_UCX_MD_MEM_ELEM        UCT_RC_TM_UCX_AT_LEAST(21)
 /* 1.21: ep_invalidate params */
 #define UCT_RC_TM_UCX_EP_INVALIDATE_V2   UCT_RC_TM_UCX_AT_LEAST(21)
+/* 1.22: ep_check may take a completion (UCX's check of its parameters no
+ * longer refuses one) */
+#define UCT_RC_TM_UCX_EP_CHECK_COMP      UCT_RC_TM_UCX_AT_LEAST(22)
 /* 1.22: mem_query attr v2, put of a gather list */
 #define UCT_RC_TM_UCX_MEM_QUERY_V2       UCT_RC_TM_UCX_AT_LEAST(22)
 #define UCT_RC_TM_UCX_PUT_SGL            UCT_RC_TM_UCX_AT_LEAST(22)
@@ -141,12 +145,28 @@ ucs_status_t uct_rc_tm_mpool_init(ucs_mpool_t *mp, size_t elem_size,
 /* The internal ops UCX asks of every transport (rc_tm_compat.c) */
 extern uct_iface_internal_ops_t uct_rc_tm_iface_internal_ops;
 
-/* ep_check's arguments: no flags; a completion only where UCX's API has
- * one, and rc_tm does not take it (its probe reports failures through the
- * error handler) */
-#define UCT_RC_TM_EP_CHECK_PARAMS(_flags, _comp) \
-    UCT_CHECK_PARAM((_comp) == NULL, "rc_tm: ep_check takes no completion"); \
-    UCT_CHECK_PARAM((_flags) == 0, "rc_tm: unsupported ep_check flags: 0x%x", \
-                    (_flags))
+/* ep_check's arguments, checked as UCX's rc checks them where UCX checks
+ * parameters: no flags, and no completion, which rc_tm takes in no UCX
+ * version (its probe reports failures through the error handler; UCX
+ * 1.22's rc takes one) */
+#if UCT_RC_TM_UCX_EP_CHECK_COMP
+#  define UCT_RC_TM_EP_CHECK_PARAMS(_flags, _comp) \
+    UCT_CHECK_PARAM((_comp) == NULL, "Unsupported completion on ep_check"); \
+    UCT_EP_KEEPALIVE_CHECK_PARAM(_flags)
+#else
+#  define UCT_RC_TM_EP_CHECK_PARAMS(_flags, _comp) \
+    UCT_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp)
+#endif
+
+/* ep_flush's flags, as UCX's rc checks them where UCX checks parameters
+ * and has UCT_FLUSH_FLAG_REMOTE (1.14) */
+#if UCT_RC_TM_UCX_FLUSH_REMOTE
+#  define UCT_RC_TM_EP_FLUSH_CHECK_FLAGS(_flags) \
+    UCT_CHECK_PARAM(!ucs_test_all_flags(_flags, UCT_FLUSH_FLAG_CANCEL | \
+                                                UCT_FLUSH_FLAG_REMOTE), \
+                    "flush flags CANCEL and REMOTE are mutually exclusive")
+#else
+#  define UCT_RC_TM_EP_FLUSH_CHECK_FLAGS(_flags)
+#endif
 
 #endif

@@ -202,6 +202,8 @@ ucs_status_t uct_rc_tm_ep_flush(uct_ep_h tl_ep, unsigned flags,
     uct_rc_tm_tx_op_t *op;
     ucs_status_t status;
 
+    UCT_RC_TM_EP_FLUSH_CHECK_FLAGS(flags);
+
     if (ep->status != UCS_OK) {
         return ep->status;
     }

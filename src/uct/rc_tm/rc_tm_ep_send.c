@@ -2,12 +2,17 @@
  * rc_tm endpoint sends: active messages, RMA and tagged sends.  Each posts
  * one work request; those that need something done at completion carry an
  * op record (uct_rc_tm_tx_op_t) queued on the endpoint by sequence number.
+ *
+ * Each checks its parameters as UCX's rc transports check theirs, with
+ * UCX's macros (uct_iface.h): the AM id, iov counts, and lengths against
+ * what the interface reports (uct_rc_tm_iface_t::cap).  As UCX's, the checks
+ * are there only when UCX was built to check parameters (ENABLE_PARAMS_CHECK
+ * in its build definitions, ucx_build_config.h); otherwise the caller
+ * promises what uct.h asks.
  */
 #include "rc_tm_ep.h"
 
 #include <ucs/debug/log.h>
-
-#define UCT_RC_TM_SHORT_MAX 1024 /* stack bound for inline sends */
 
 
 /* ----- posting ----- */
@@ -279,9 +284,11 @@ ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     char msg[UCT_RC_TM_SHORT_MAX];
     struct ibv_tmh *tmh = (struct ibv_tmh*)msg;
 
-    UCT_CHECK_LENGTH(UCT_RC_TM_TMH_LEN + sizeof(header) + length, 0,
-                     ucs_min(uct_rc_tm_ep_iface(ep)->config.max_inline,
-                             sizeof(msg)), "am_short");
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0,
+                     uct_rc_tm_ep_iface(ep)->cap.am.max_short, "am_short");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + sizeof(header) + length,
+                             "am_short", UCS_ERR_INVALID_PARAM);
 
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_NO_TAG, id, 0);
     memcpy(tmh + 1, &header, sizeof(header));
@@ -295,19 +302,22 @@ ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
                                        const uct_iov_t *iov, size_t iovcnt)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    size_t max = ucs_min(uct_rc_tm_ep_iface(ep)->config.max_inline,
-                         UCT_RC_TM_SHORT_MAX);
     char msg[UCT_RC_TM_SHORT_MAX];
     size_t length = UCT_RC_TM_TMH_LEN;
     size_t i, iov_length;
 
+    /* Any number of iovs (UCP sends up to three): they are copied, as
+     * rc_mlx5 copies them inline */
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
+                     uct_rc_tm_ep_iface(ep)->cap.am.max_short, "am_short_iov");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN +
+                             uct_iov_total_length(iov, iovcnt),
+                             "am_short_iov", UCS_ERR_INVALID_PARAM);
+
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_NO_TAG, id, 0);
     for (i = 0; i < iovcnt; ++i) {
         iov_length = uct_iov_get_length(&iov[i]);
-        if (ucs_unlikely(length + iov_length > max)) {
-            ucs_error("rc_tm: am_short_iov of more than %zu bytes", max);
-            return UCS_ERR_INVALID_PARAM;
-        }
         uct_rc_tm_copy(msg + length, iov[i].buffer, iov_length);
         length += iov_length;
     }
@@ -321,6 +331,7 @@ ssize_t uct_rc_tm_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
 
+    UCT_CHECK_AM_ID(id);
     return uct_rc_tm_ep_send_bcopy(ep, IBV_TMH_NO_TAG, id, 0, 0, 0, pack_cb,
                                    arg, uct_rc_tm_ep_iface(ep)->config.seg_size -
                                         UCT_RC_TM_TMH_LEN);
@@ -334,10 +345,12 @@ ucs_status_t uct_rc_tm_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
     uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
 
-    UCT_CHECK_IOV_SIZE(iovcnt, 1, "am_zcopy");
-    UCT_CHECK_LENGTH(UCT_RC_TM_TMH_LEN + header_length +
-                     uct_iov_total_length(iov, iovcnt), 0,
-                     iface->config.seg_size, "am_zcopy");
+    UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.am.max_iov, "am_zcopy");
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
+                     iface->cap.am.max_zcopy, "am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, iface->cap.am.max_hdr,
+                     "am_zcopy header");
 
     return uct_rc_tm_ep_send_zcopy(ep, IBV_TMH_NO_TAG, id, 0, 0, 0, header,
                                    header_length, iov, comp);
@@ -350,15 +363,16 @@ ucs_status_t uct_rc_tm_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                     unsigned length, uint64_t remote_addr,
                                     uct_rkey_t rkey)
 {
-    uct_rc_tm_ep_t *ep  = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    ucs_status_t status = uct_rc_tm_ep_check_resources(ep);
+    uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    ucs_status_t status;
 
+    UCT_CHECK_LENGTH(length, 0, uct_rc_tm_ep_iface(ep)->cap.put.max_short,
+                     "put_short");
+    status = uct_rc_tm_ep_check_resources(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    UCT_CHECK_LENGTH(length, 0, uct_rc_tm_ep_iface(ep)->config.max_inline,
-                     "put_short");
     return uct_rc_tm_ep_send_sge(ep, IBV_WR_RDMA_WRITE, (void*)buffer, length,
                                  0, IBV_SEND_INLINE, 0, remote_addr, rkey,
                                  NULL);
@@ -431,20 +445,29 @@ ucs_status_t uct_rc_tm_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                     size_t iovcnt, uint64_t remote_addr,
                                     uct_rkey_t rkey, uct_completion_t *comp)
 {
-    UCT_CHECK_IOV_SIZE(iovcnt, 1, "put_zcopy");
-    return uct_rc_tm_ep_rma_zcopy(ucs_derived_of(tl_ep, uct_rc_tm_ep_t),
-                                  IBV_WR_RDMA_WRITE, iov, remote_addr, rkey,
-                                  comp);
+    uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+
+    UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.put.max_iov, "put_zcopy");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
+                     iface->cap.put.max_zcopy, "put_zcopy");
+    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_WRITE, iov, remote_addr,
+                                  rkey, comp);
 }
 
 ucs_status_t uct_rc_tm_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                     size_t iovcnt, uint64_t remote_addr,
                                     uct_rkey_t rkey, uct_completion_t *comp)
 {
-    UCT_CHECK_IOV_SIZE(iovcnt, 1, "get_zcopy");
-    return uct_rc_tm_ep_rma_zcopy(ucs_derived_of(tl_ep, uct_rc_tm_ep_t),
-                                  IBV_WR_RDMA_READ, iov, remote_addr, rkey,
-                                  comp);
+    uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
+
+    UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.get.max_iov, "get_zcopy");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt),
+                     iface->cap.get.min_zcopy, iface->cap.get.max_zcopy,
+                     "get_zcopy");
+    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_READ, iov, remote_addr,
+                                  rkey, comp);
 }
 
 ucs_status_t uct_rc_tm_ep_get_bcopy(uct_ep_h tl_ep,
@@ -457,7 +480,7 @@ ucs_status_t uct_rc_tm_ep_get_bcopy(uct_ep_h tl_ep,
     uct_rc_tm_tx_op_t *op;
     ucs_status_t status;
 
-    UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
+    UCT_CHECK_LENGTH(length, 0, iface->cap.get.max_bcopy, "get_bcopy");
     status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_get_bcopy_done, comp,
                                  &op);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -501,9 +524,11 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
     char msg[UCT_RC_TM_SHORT_MAX];
 
-    UCT_CHECK_LENGTH(UCT_RC_TM_TMH_LEN + length, 0,
-                     ucs_min(uct_rc_tm_ep_iface(ep)->config.max_inline,
-                             sizeof(msg)), "tag_eager_short");
+    UCT_CHECK_LENGTH(length, 0,
+                     uct_rc_tm_ep_iface(ep)->cap.tag.eager.max_short,
+                     "tag_eager_short");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + length, "tag_eager_short",
+                             UCS_ERR_INVALID_PARAM);
 
     uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
     uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, data, length);
@@ -526,12 +551,13 @@ ucs_status_t uct_rc_tm_ep_tag_eager_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
                                           size_t iovcnt, unsigned flags,
                                           uct_completion_t *comp)
 {
-    uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    uct_rc_tm_ep_t *ep       = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
+    uct_rc_tm_iface_t *iface = uct_rc_tm_ep_iface(ep);
 
-    UCT_CHECK_IOV_SIZE(iovcnt, 1, "tag_eager_zcopy");
+    UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.tag.eager.max_iov,
+                       "tag_eager_zcopy");
     UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
-                     uct_rc_tm_ep_iface(ep)->config.eager_max,
-                     "tag_eager_zcopy");
+                     iface->cap.tag.eager.max_zcopy, "tag_eager_zcopy");
 
     return uct_rc_tm_ep_send_zcopy(ep, IBV_TMH_EAGER, imm >> 32, tag, imm,
                                    imm != 0, NULL, 0, iov, comp);
@@ -554,15 +580,15 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
     ucs_status_t status;
     unsigned index;
 
-    if (ucs_unlikely((iovcnt != 1) ||
-                     (UCT_RC_TM_RNDV_HDR_LEN + header_length >
-                      iface->md->caps.tm.max_rndv_hdr_size) ||
-                     (length > iface->config.rndv_max))) {
-        ucs_error("rc_tm: rendezvous of %zu bytes with %u iovs and a %u-byte "
-                  "header exceeds the limits", length, (unsigned)iovcnt,
-                  header_length);
-        return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
-    }
+    UCT_RC_TM_CHECK_IOV_SIZE_PTR(iovcnt, iface->cap.tag.rndv.max_iov,
+                                 "tag_rndv_zcopy");
+    UCT_RC_TM_CHECK_LENGTH_PTR(length, iface->cap.tag.rndv.max_zcopy,
+                               "tag_rndv_zcopy");
+    UCT_RC_TM_CHECK_LENGTH_PTR(header_length, iface->cap.tag.rndv.max_hdr,
+                               "tag_rndv_zcopy header");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_RNDV_HDR_LEN + header_length,
+                             "tag_rndv_zcopy header",
+                             UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM));
 
     status = uct_rc_tm_ep_check_resources(ep);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -616,9 +642,13 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
     char msg[UCT_RC_TM_SHORT_MAX];
 
-    UCT_CHECK_LENGTH(UCT_RC_TM_TMH_LEN + header_length, 0,
-                     ucs_min(uct_rc_tm_ep_iface(ep)->config.max_inline,
-                             sizeof(msg)), "tag_rndv_request");
+    /* Not cap.tag.rndv.max_hdr, though uct.h names it: UCP's requests carry
+     * RTS headers past it, and rc_mlx5 takes whatever fits inline */
+    UCT_CHECK_LENGTH(header_length, 0,
+                     uct_rc_tm_ep_iface(ep)->rndv_request_max_hdr,
+                     "tag_rndv_request header");
+    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + header_length,
+                             "tag_rndv_request header", UCS_ERR_INVALID_PARAM);
 
     /* Immediate data 0 with IBV_WR_SEND_WITH_IMM marks a software
      * rendezvous request: eager sends carry immediate data only when it is

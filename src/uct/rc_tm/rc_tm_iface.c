@@ -70,6 +70,14 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, promote_thresh),
      UCS_CONFIG_TYPE_UINT},
 
+    {"REPORT", "n",
+     "Print a summary of tag-matching offload when the interface closes, to\n"
+     "UCX's log stream whatever UCX_LOG_LEVEL (as UCX_PROTO_INFO prints):\n"
+     "receives given to the device and kept in software, messages the device\n"
+     "matched and those left to UCP, rendezvous, cancels, and advice where\n"
+     "offload did not pay. UCX's VFS shows the same for a running process.",
+     ucs_offsetof(uct_rc_tm_iface_config_t, report), UCS_CONFIG_TYPE_BOOL},
+
     UCT_RC_TM_IFACE_MPOOL_CONFIG_FIELDS("RX_", -1, 128, "receive",
                                         ucs_offsetof(uct_rc_tm_iface_config_t,
                                                      rx_mpool)),
@@ -187,57 +195,70 @@ static void uct_rc_tm_release_desc(uct_recv_desc_t *self, void *desc)
 
 /* ----- interface operations ----- */
 
+/* The capabilities, once at open: iface_query reports them, and the sends
+ * check their parameters against them (uct_rc_tm_iface_t::cap) */
+static void uct_rc_tm_iface_cap_init(uct_rc_tm_iface_t *iface)
+{
+    uct_rc_tm_iface_cap_t *cap = &iface->cap;
+    const tm_dev_caps_t *caps  = &iface->md->caps;
+    size_t am_max              = iface->config.seg_size - UCT_RC_TM_TMH_LEN;
+    /* what goes inline after the TMH, into a receive buffer of the peer */
+    size_t inline_max          = ucs_min(iface->config.max_inline,
+                                         iface->config.seg_size) -
+                                 UCT_RC_TM_TMH_LEN;
+
+    memset(cap, 0, sizeof(*cap));
+    cap->flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                 UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                 UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                 UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                 UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
+                 UCT_IFACE_FLAG_EP_CHECK |
+                 UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                 UCT_IFACE_FLAG_CB_SYNC;
+    if (caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
+        /* Wireup needs no auxiliary transport: UCP connects to the iface */
+        cap->flags |= UCT_IFACE_FLAG_CONNECT_TO_IFACE;
+    }
+
+    /* am_short's 64-bit header counts in max_short, as uct.h has it */
+    cap->am.max_short       = inline_max;
+    cap->am.max_bcopy       = am_max;
+    cap->am.min_zcopy       = 0;
+    cap->am.max_zcopy       = am_max;
+    cap->am.max_hdr         = inline_max;
+    cap->am.max_iov         = 1;
+    cap->am.opt_zcopy_align = 1;
+    cap->am.align_mtu       = 1;
+
+    cap->put.max_short       = iface->config.max_inline;
+    cap->put.max_bcopy       = iface->config.seg_size;
+    cap->put.min_zcopy       = 0;
+    cap->put.max_zcopy       = caps->max_rdma_size;
+    cap->put.max_iov         = 1;
+    cap->put.opt_zcopy_align = 1;
+    cap->put.align_mtu       = 1;
+
+    cap->get.max_bcopy       = iface->config.seg_size;
+    cap->get.min_zcopy       = 0;
+    cap->get.max_zcopy       = caps->max_rdma_size;
+    cap->get.max_iov         = 1;
+    cap->get.opt_zcopy_align = 1;
+    cap->get.align_mtu       = 1;
+
+    iface->rndv_request_max_hdr = inline_max;
+    uct_rc_tm_tag_cap_init(iface);
+}
+
 static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
                                           uct_iface_attr_t *attr)
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
     const tm_dev_caps_t *caps = &iface->md->caps;
-    size_t am_max = iface->config.seg_size - UCT_RC_TM_TMH_LEN;
     tm_dev_perf_t perf;
 
     uct_base_iface_query(&iface->super, attr);
-
-    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
-                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
-                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
-                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CONNECT_TO_EP |
-                      UCT_IFACE_FLAG_EP_CHECK |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                      UCT_IFACE_FLAG_CB_SYNC;
-
-    attr->cap.am.max_short       = ucs_min(iface->config.max_inline,
-                                           iface->config.seg_size) -
-                                   UCT_RC_TM_TMH_LEN - sizeof(uint64_t);
-    attr->cap.am.max_bcopy       = am_max;
-    attr->cap.am.min_zcopy       = 0;
-    attr->cap.am.max_zcopy       = am_max;
-    attr->cap.am.max_hdr         = ucs_min(iface->config.max_inline,
-                                           iface->config.seg_size) -
-                                   UCT_RC_TM_TMH_LEN;
-    attr->cap.am.max_iov         = 1;
-    attr->cap.am.opt_zcopy_align = 1;
-    attr->cap.am.align_mtu       = 1;
-
-    attr->cap.put.max_short       = iface->config.max_inline;
-    attr->cap.put.max_bcopy       = iface->config.seg_size;
-    attr->cap.put.min_zcopy       = 0;
-    attr->cap.put.max_zcopy       = caps->max_rdma_size;
-    attr->cap.put.max_iov         = 1;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-
-    attr->cap.get.max_bcopy       = iface->config.seg_size;
-    attr->cap.get.min_zcopy       = 0;
-    attr->cap.get.max_zcopy       = caps->max_rdma_size;
-    attr->cap.get.max_iov         = 1;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
-
-    if (caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) {
-        /* Wireup needs no auxiliary transport: UCP connects to the iface */
-        attr->cap.flags |= UCT_IFACE_FLAG_CONNECT_TO_IFACE;
-    }
+    attr->cap = iface->cap;
 
     attr->device_addr_len = caps->dev_addr_len;
     attr->iface_addr_len  = (caps->flags & TM_DEV_CAP_CONNECT_TO_SRQ) ?
@@ -253,8 +274,6 @@ static ucs_status_t uct_rc_tm_iface_query(uct_iface_h tl_iface,
     attr->bandwidth.shared    = perf.per_process ? 0 : perf.bandwidth;
     attr->overhead            = perf.post;
     attr->priority            = 0;
-
-    uct_rc_tm_tag_query(iface, attr);
     return UCS_OK;
 }
 
@@ -620,7 +639,8 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     self->md                    = md;
     self->dev                   = md->dev;
     self->config.seg_size       = config->seg_size;
-    self->config.max_inline     = md->caps.max_inline;
+    self->config.max_inline     = ucs_min(md->caps.max_inline,
+                                          UCT_RC_TM_SHORT_MAX);
     self->config.eager_max      = (config->eager_max == UCS_MEMUNITS_AUTO) ?
                                   config->seg_size - UCT_RC_TM_TMH_LEN :
                                   config->eager_max;
@@ -630,6 +650,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     self->config.tx_moderation  = ucs_max(1, ucs_min(config->tx_moderation,
                                                      md->caps.max_send_wr / 4));
     self->config.sync_always    = config->sync_always;
+    self->config.report         = config->report;
     self->config.sw_list_size   = config->sw_list_size;
     self->config.promote_thresh = config->promote_thresh ?
                                   ucs_min(config->promote_thresh,
@@ -686,6 +707,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
     if (status != UCS_OK) {
         goto err_queues;
     }
+    uct_rc_tm_iface_cap_init(self);
 
     uct_rc_tm_iface_post_rx(self);
     if (self->rx.posted == 0) {
@@ -735,6 +757,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_rc_tm_iface_t)
     }
     uct_rc_tm_iface_destroy_closing(self);
 
+    if (self->config.report) {
+        uct_rc_tm_report_print(self);
+    }
     uct_rc_tm_iface_stats_close(self);
     uct_rc_tm_tag_cleanup(self);
     /* Destroying the SRQ flushes its buffers; they go back with the pool */

@@ -33,6 +33,7 @@
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/datastruct/string_buffer.h>
 #include <matcher/tag_matcher.h>
 
 #define UCT_RC_TM_POLL_BATCH       16
@@ -43,11 +44,18 @@
 #define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
 #define UCT_RC_TM_RNDV_HDR_LEN     (sizeof(struct ibv_tmh) + \
                                     sizeof(struct ibv_rvh))
+/* Inline sends are built in a buffer on the stack: at most this many bytes
+ * go inline, whatever the device grants */
+#define UCT_RC_TM_SHORT_MAX        1024
+
+/* The capabilities an interface reports (uct_iface_attr_t::cap) */
+typedef __typeof__(((uct_iface_attr_t*)NULL)->cap) uct_rc_tm_iface_cap_t;
 
 typedef struct uct_rc_tm_ep uct_rc_tm_ep_t;
 
-/* Counters a user can read: uct_rc_tm_iface_counters(), and at iface close
- * at debug level (the md's, at md close) */
+/* Counters a user can read: uct_rc_tm_iface_counters(), UCX's VFS, the
+ * offload report (UCX_RC_TM_REPORT, rc_tm_report.c), and at iface close at
+ * debug level (the md's, at md close) */
 typedef enum {
     UCT_RC_TM_STAT_RX_EXP,            /* eager matched in device */
     UCT_RC_TM_STAT_RX_EAGER_UNEXP,    /* eager unexpected (to software) */
@@ -75,6 +83,12 @@ typedef enum {
     UCT_RC_TM_STAT_LIST_SPILL,        /* ... with the spill segment
                                          behind their buffer instead */
     UCT_RC_TM_STAT_RX_TRUNCATED,      /* ... that a message did not fit */
+    UCT_RC_TM_STAT_RX_SW_MATCH_RNDV,  /* RX_SW_MATCH that were rendezvous
+                                         (software reads them) */
+    UCT_RC_TM_STAT_RX_SW_MATCH_RNDV_REQ,/* RX_SW_MATCH that were software
+                                         rndv requests (also in
+                                         RX_RNDV_REQ_EXP) */
+    UCT_RC_TM_STAT_CANCEL,            /* receives the user canceled */
     /* The memory domain's (uct_rc_tm_md_stat_t, same order): registrations
      * are the md's, which UCP shares between its workers' interfaces, so
      * every interface of one md reports the md's counts, and the totals
@@ -98,6 +112,7 @@ typedef struct uct_rc_tm_iface_config {
     int                       sync_always;   /* every list op carries sync */
     unsigned                  sw_list_size;  /* receives kept in software */
     unsigned                  promote_thresh;
+    int                       report;        /* offload report at close */
     uct_iface_mpool_config_t  rx_mpool;
     uct_iface_mpool_config_t  tx_mpool;
 } uct_rc_tm_iface_config_t;
@@ -300,6 +315,7 @@ typedef struct uct_rc_tm_iface {
         uint32_t              unexpected_cnt; /* fully handled by software */
         unsigned              num_tags;       /* device list slots taken */
         unsigned              num_sw;         /* entries software holds */
+        unsigned              sw_peak;        /* most num_sw ever was */
         unsigned              ops_in_flight;  /* list ops posted, not done */
         unsigned              evicting;       /* EVICTING receives: nothing
                                                  goes to the device */
@@ -346,9 +362,18 @@ typedef struct uct_rc_tm_iface {
         unsigned              sw_list_size;   /* receives kept in software */
         unsigned              promote_thresh; /* free device slots that
                                                  start a promotion */
+        int                   report;         /* UCX_RC_TM_REPORT */
     } config;
 
     uint64_t                  stats[UCT_RC_TM_STAT_LAST];
+
+    /* What iface_query reports, set once at open: where UCX checks
+     * parameters (ENABLE_PARAMS_CHECK), the sends check their lengths and
+     * iov counts against these very numbers */
+    uct_rc_tm_iface_cap_t     cap;
+    size_t                    rndv_request_max_hdr; /* no field of cap: what
+                                                       fits inline, as UCX's
+                                                       rc_mlx5 takes it */
 } uct_rc_tm_iface_t;
 
 
@@ -374,7 +399,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
                                 const uct_iface_params_t *params,
                                 const uct_rc_tm_iface_config_t *config);
 void uct_rc_tm_tag_cleanup(uct_rc_tm_iface_t *iface);
-void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr);
+void uct_rc_tm_tag_cap_init(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_tag_handle_wc(uct_rc_tm_iface_t *iface, const tm_dev_wc_t *wc);
 /* Around the dispatch of a polled receive batch: DELs wait for its end */
 void uct_rc_tm_tag_batch_start(uct_rc_tm_iface_t *iface);
@@ -419,6 +444,12 @@ const char *uct_rc_tm_counter_name(unsigned index);
 /* An interface's counters start at 0 and count in the totals until close */
 void uct_rc_tm_iface_stats_open(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_iface_stats_close(uct_rc_tm_iface_t *iface);
+
+/* The offload report (rc_tm_report.c): its text, printed at close with
+ * UCX_RC_TM_REPORT=y and readable through UCX's VFS with the counters */
+void uct_rc_tm_report_text(uct_rc_tm_iface_t *iface, ucs_string_buffer_t *strb);
+void uct_rc_tm_report_print(uct_rc_tm_iface_t *iface);
+void uct_rc_tm_iface_vfs_populate(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_iface_device(uct_iface_h tl_iface, tm_dev_t **dev_p,
                             tm_dev_srq_t **srq_p);
 
@@ -426,6 +457,15 @@ static UCS_F_ALWAYS_INLINE void
 uct_rc_tm_stat(uct_rc_tm_iface_t *iface, uct_rc_tm_stat_t stat)
 {
     ++iface->stats[stat];
+}
+
+/* A receive joined the software list (the device's list was full): its
+ * high-water mark, for the report; off the path of a list with room */
+static UCS_F_ALWAYS_INLINE void
+uct_rc_tm_sw_list_grew(uct_rc_tm_iface_t *iface)
+{
+    ++iface->tm.num_sw;
+    iface->tm.sw_peak = ucs_max(iface->tm.sw_peak, iface->tm.num_sw);
 }
 
 /* No rendezvous can start before a FIN frees an op (UCX_RC_TM_RNDV_QUEUE_LEN
@@ -460,6 +500,30 @@ uct_rc_tm_iface_set_release_desc(uct_rc_tm_iface_t *iface, void *payload)
     uct_recv_desc(UCS_PTR_BYTE_OFFSET(payload, -(ptrdiff_t)iface->rx.headroom)) =
             &iface->rx.release_desc;
 }
+
+/* UCX's checks of a call's parameters (uct_iface.h) for the calls that
+ * return a pointer: the same conditions, the same messages, and as UCX's,
+ * nothing without ENABLE_PARAMS_CHECK */
+#define UCT_RC_TM_CHECK_IOV_SIZE_PTR(_iovcnt, _max_iov, _name) \
+    UCT_CHECK_PARAM_PTR((_iovcnt) <= (_max_iov), \
+                        "iovcnt(%lu) should be limited by %lu in %s", \
+                        (unsigned long)(_iovcnt), (unsigned long)(_max_iov), \
+                        _name)
+
+#define UCT_RC_TM_CHECK_LENGTH_PTR(_length, _max_length, _name) \
+    UCT_CHECK_PARAM_PTR((_length) <= (_max_length), \
+                        "Invalid %s length: %zu (expected: <= %zu)", _name, \
+                        (size_t)(_length), (size_t)(_max_length))
+
+/* In every build: a message built on the stack (char msg[SHORT_MAX]) never
+ * overruns it, whatever the caller passed.  UCX's parameter checks, which
+ * bound it more tightly, compile away in a UCX built without them. */
+#define UCT_RC_TM_CHECK_MSG_FITS(_length, _name, _err) \
+    if (ucs_unlikely((_length) > UCT_RC_TM_SHORT_MAX)) { \
+        ucs_error("Invalid %s length: %zu (expected: <= %d)", _name, \
+                  (size_t)(_length), UCT_RC_TM_SHORT_MAX); \
+        return _err; \
+    }
 
 /* A copy of user data that may be empty: memcpy needs valid pointers even
  * for no bytes, and users pass NULL with length 0 */

@@ -571,6 +571,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     }
 
     tm_dev_query(md->dev, &md->caps);
+    md->list_size_asked = config->list_size;
     md->super.ops       = &uct_rc_tm_md_ops;
     md->super.component = &uct_rc_tm_component;
 

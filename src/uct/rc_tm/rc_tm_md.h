@@ -98,6 +98,9 @@ typedef struct uct_rc_tm_md {
     uct_md_t                 super;
     tm_dev_t                 *dev;
     tm_dev_caps_t            caps;
+    unsigned                 list_size_asked;  /* UCX_RC_TM_LIST_SIZE; the
+                                                  device may hold fewer
+                                                  (caps.tm.max_num_tags) */
     ucs_rcache_t             *rcache;          /* NULL: every registration
                                                   goes to the device */
     uint64_t                 rcache_held;      /* cached handles given out

@@ -196,7 +196,12 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     khiter_t it;
     int ret;
 
-    UCT_CHECK_IOV_SIZE(iovcnt, 1, "tag_recv_zcopy");
+    /* As rc_mlx5's; and the length, which it does not check, against
+     * what is reported too (a device's scatter entry takes 32 bits) */
+    UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.tag.recv.max_iov, "tag_recv_zcopy");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt),
+                     iface->cap.tag.recv.min_recv,
+                     iface->cap.tag.recv.max_zcopy, "tag_recv_zcopy");
 
     /* One limit for both lists (cap.tag.recv.max_outstanding): a slot freed
      * in either is room for the next receive */
@@ -268,7 +273,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     }
     recv->flags |= UCT_RC_TM_RECV_IN_SW;
     ucs_list_add_tail(&iface->tm.sw_list, &recv->sw_list);
-    ++iface->tm.num_sw;
+    uct_rc_tm_sw_list_grew(iface);
     uct_rc_tm_stat(iface, UCT_RC_TM_STAT_POST_SW);
     return UCS_OK;
 
@@ -287,6 +292,8 @@ ucs_status_t uct_rc_tm_iface_tag_recv_cancel(uct_iface_h tl_iface,
     if (recv->flags & (UCT_RC_TM_RECV_CANCELING | UCT_RC_TM_RECV_RELEASED)) {
         return UCS_OK;
     }
+
+    uct_rc_tm_stat(iface, UCT_RC_TM_STAT_CANCEL);
 
     if (force) {
         /* The user matched this receive itself: never call back for it, and
@@ -338,37 +345,41 @@ unsigned uct_rc_tm_tag_progress(uct_rc_tm_iface_t *iface)
 
 /* ----- setup ----- */
 
-void uct_rc_tm_tag_query(uct_rc_tm_iface_t *iface, uct_iface_attr_t *attr)
+/* The tag capabilities (uct_rc_tm_iface_cap_init): a rendezvous request
+ * goes inline, so its header fits max_inline as well as the device's */
+void uct_rc_tm_tag_cap_init(uct_rc_tm_iface_t *iface)
 {
-    const tm_dev_caps_t *caps = &iface->md->caps;
+    uct_rc_tm_iface_cap_t *cap = &iface->cap;
+    const tm_dev_caps_t *caps  = &iface->md->caps;
 
     if (!iface->tm.enabled) {
         return;
     }
 
-    attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT |
-                       UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
-                       UCT_IFACE_FLAG_TAG_EAGER_ZCOPY |
-                       UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+    cap->flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT |
+                  UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
+                  UCT_IFACE_FLAG_TAG_EAGER_ZCOPY |
+                  UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
 
-    attr->cap.tag.eager.max_short  = ucs_min(iface->config.max_inline,
-                                             iface->config.eager_max +
-                                             UCT_RC_TM_TMH_LEN) -
-                                     UCT_RC_TM_TMH_LEN;
-    attr->cap.tag.eager.max_bcopy  = iface->config.eager_max;
-    attr->cap.tag.eager.max_zcopy  = iface->config.eager_max;
-    attr->cap.tag.eager.max_iov    = 1;
+    cap->tag.eager.max_short  = ucs_min(iface->config.max_inline,
+                                        iface->config.eager_max +
+                                        UCT_RC_TM_TMH_LEN) -
+                                UCT_RC_TM_TMH_LEN;
+    cap->tag.eager.max_bcopy  = iface->config.eager_max;
+    cap->tag.eager.max_zcopy  = iface->config.eager_max;
+    cap->tag.eager.max_iov    = 1;
 
-    attr->cap.tag.rndv.max_zcopy   = iface->config.rndv_max;
-    attr->cap.tag.rndv.max_hdr     = caps->tm.max_rndv_hdr_size -
-                                     UCT_RC_TM_RNDV_HDR_LEN;
-    attr->cap.tag.rndv.max_iov     = 1;
+    cap->tag.rndv.max_zcopy   = iface->config.rndv_max;
+    cap->tag.rndv.max_hdr     = ucs_min(caps->tm.max_rndv_hdr_size,
+                                        iface->config.max_inline) -
+                                UCT_RC_TM_RNDV_HDR_LEN;
+    cap->tag.rndv.max_iov     = 1;
 
-    attr->cap.tag.recv.min_recv        = 0;
-    attr->cap.tag.recv.max_zcopy       = iface->config.rndv_max;
-    attr->cap.tag.recv.max_iov         = 1;
-    attr->cap.tag.recv.max_outstanding = caps->tm.max_num_tags +
-                                         iface->config.sw_list_size;
+    cap->tag.recv.min_recv        = 0;
+    cap->tag.recv.max_zcopy       = iface->config.rndv_max;
+    cap->tag.recv.max_iov         = 1;
+    cap->tag.recv.max_outstanding = caps->tm.max_num_tags +
+                                    iface->config.sw_list_size;
 }
 
 ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
@@ -395,6 +406,7 @@ ucs_status_t uct_rc_tm_tag_init(uct_rc_tm_iface_t *iface,
     iface->tm.unexpected_cnt = 0;
     iface->tm.num_tags       = 0;
     iface->tm.num_sw         = 0;
+    iface->tm.sw_peak        = 0;
     iface->tm.ops_in_flight  = 0;
     iface->tm.evicting       = 0;
     iface->tm.dels_pending   = 0;

@@ -301,7 +301,7 @@ static void uct_rc_tm_tag_demote(uct_rc_tm_iface_t *iface,
     }
     ucs_list_insert_before(pos, &recv->sw_list);
     recv->flags |= UCT_RC_TM_RECV_IN_SW;
-    ++iface->tm.num_sw;
+    uct_rc_tm_sw_list_grew(iface);
 }
 
 /*

@@ -565,10 +565,12 @@ uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
     recv->ctx->tag_consumed_cb(recv->ctx);
 
     if (tmh->opcode == IBV_TMH_RNDV) {
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH_RNDV);
         uct_rc_tm_tag_rndv_read(iface, recv, wc->qp_num, tmh,
                                 (const struct ibv_rvh*)(tmh + 1));
     } else if (with_imm && (imm == 0)) {
         uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_RNDV_REQ_EXP);
+        uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_SW_MATCH_RNDV_REQ);
         uct_rc_tm_recv_release_ctx(iface, recv);
         /* the request is in the SRQ's buffer, not the receive's */
         recv->ctx->rndv_cb(recv->ctx, tag, tmh + 1, length, UCS_OK,

@@ -27,6 +27,9 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/test_soft_backlog.cc \
 	test/gtest/dev/test_soft_order.cc \
 	test/gtest/dev/test_soft_rq.cc \
+	test/gtest/dev/ud_fixture.h \
+	test/gtest/dev/test_soft_ud.cc \
+	test/gtest/dev/test_soft_ud_qp.cc \
 	test/gtest/dev/test_soft_qp_ex.cc \
 	test/gtest/dev/test_soft_gid.cc \
 	test/gtest/dev/test_soft_channel.cc

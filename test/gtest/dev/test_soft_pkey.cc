@@ -5,7 +5,8 @@
  *    connected QPs, and the key the device layer picks (UCX's: the first
  *    full member, or the partition asked for);
  *  - the service level and hop limit of the address vector;
- *  - a port event (new LID, MTU) that new connections follow;
+ *  - a port event (new LID, MTU) that new connections follow, and the
+ *    context's async_fd that says one waits;
  *  - the inline size mlx5 grants, and the default send queue.
  */
 #include "soft_fixture.h"
@@ -13,6 +14,8 @@
 
 #include "dev/verbs/verbs_dev.h"
 #include "dev/verbs/verbs_lib.h"
+
+#include <poll.h>
 
 using namespace soft_test;
 
@@ -285,6 +288,38 @@ TEST(soft_pkey, port_event_is_raised_and_queried)
     ASSERT_EQ(0, ibv_query_port(ctx, 1, &attr));
     EXPECT_EQ(0x42, attr.lid);
     EXPECT_EQ(IBV_MTU_1024, attr.active_mtu);
+    softnic_close_device(ctx);
+}
+
+/* The context's async_fd (ibv_get_async_event(3)) is readable while an
+ * event waits to be read, and no longer once all were: two port events,
+ * read one by one */
+TEST(soft_pkey, async_fd_is_readable_while_events_wait)
+{
+    struct ibv_context *ctx = softnic_open_device(
+            softnic_get_device_list(nullptr)[0]);
+    softnic_test_port_t port = {};
+    struct ibv_async_event event;
+
+    ASSERT_NE(nullptr, ctx);
+    ASSERT_GE(ctx->async_fd, 0);
+    struct pollfd pfd = { ctx->async_fd, POLLIN, 0 };
+    EXPECT_EQ(0, poll(&pfd, 1, 0));
+    port.lid = 1;
+    port.mtu = IBV_MTU_4096;
+    ASSERT_EQ(0, softnic_test_port_event(ctx, &port, IBV_EVENT_LID_CHANGE));
+    ASSERT_EQ(0, softnic_test_port_event(ctx, &port, IBV_EVENT_PORT_ACTIVE));
+    for (enum ibv_event_type type : {IBV_EVENT_LID_CHANGE,
+                                     IBV_EVENT_PORT_ACTIVE}) {
+        EXPECT_EQ(1, poll(&pfd, 1, 0)) << "an event waits";
+        ASSERT_EQ(0, softnic_get_async_event(ctx, &event));
+        EXPECT_EQ(type, event.event_type);
+        softnic_ack_async_event(&event);
+    }
+    EXPECT_EQ(0, poll(&pfd, 1, 0)) << "readable with nothing to read";
+    errno = 0;
+    EXPECT_EQ(-1, softnic_get_async_event(ctx, &event));
+    EXPECT_EQ(EAGAIN, errno);
     softnic_close_device(ctx);
 }
 

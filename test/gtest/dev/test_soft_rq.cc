@@ -721,7 +721,7 @@ TEST_P(soft_rq, basic_srq_create_ex_and_bad_caps)
     struct ibv_srq_init_attr sa;
     memset(&sa, 0, sizeof(sa));
     sa.attr.max_wr  = 4;
-    sa.attr.max_sge = dev.orig_attr.max_sge + 1;
+    sa.attr.max_sge = dev.orig_attr.max_srq_sge + 1;
     errno = 0;
     EXPECT_EQ(nullptr, softnic_create_srq(r.pd, &sa));
     EXPECT_EQ(EINVAL, errno);

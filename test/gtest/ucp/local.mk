@@ -2,6 +2,7 @@
 check_PROGRAMS += test/gtest/ucp/test_ucp
 TESTS          += test/gtest/ucp/test_ucp
 test_gtest_ucp_test_ucp_SOURCES  = test/gtest/ucp/test_ucp_tag.cc \
+	test/gtest/ucp/test_ucp_report.cc \
 	test/gtest/ucp/test_ucp_teardown.cc \
 	test/gtest/ucp/test_ucp_devices.cc \
 	test/gtest/ucp/test_ucp_p2p.cc

@@ -7,6 +7,7 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/uct_fixture.cc \
 	test/gtest/uct/test_component.cc \
 	test/gtest/uct/test_am_rma.cc \
+	test/gtest/uct/test_params.cc \
 	test/gtest/uct/test_tag.cc \
 	test/gtest/uct/test_tag_rndv_request.cc \
 	test/gtest/uct/test_overflow.cc \
@@ -21,7 +22,8 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/test_devices.cc \
 	test/gtest/uct/test_closing.cc \
 	test/gtest/uct/test_control.cc \
-	test/gtest/uct/test_perf.cc
+	test/gtest/uct/test_perf.cc \
+	test/gtest/uct/test_report.cc
 # uct_v2.h (test_wireup.cc) is in UCX's source, not installed
 test_gtest_uct_test_uct_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS) -isystem $(UCX_SRC)/src
 # libibverbs: test_devices.cc asks it whether fork init was done

@@ -7,6 +7,7 @@
  * has not the call has no test of it: its UCP never asks.
  */
 #include "uct_fixture.h"
+#include "../common/ucx_log_capture.h"
 
 #include <uct/api/v2/uct_v2.h>
 #include <uct/api/version.h>
@@ -119,6 +120,22 @@ TEST_F(rc_tm_wireup, ep_is_connected_to_its_peer_endpoint_only)
     params.device_addr = (const uct_device_addr_t*)dev.data();
     EXPECT_FALSE(uct_ep_is_connected(lone, &params));
     uct_ep_destroy(lone);
+}
+
+/* Without a device address an endpoint is connected to nothing, and the
+ * caller is told why, as by UCX's rc (in every build) */
+TEST_F(rc_tm_wireup, ep_is_connected_without_a_device_address_is_an_error)
+{
+    open();
+    std::vector<char> peer = ep_address(m_receiver, 0);
+    uct_ep_is_connected_params_t params = {};
+
+    params.field_mask = UCT_EP_IS_CONNECTED_FIELD_EP_ADDR;
+    params.ep_addr    = (const uct_ep_addr_t*)peer.data();
+    ucx_log_capture log;
+    EXPECT_FALSE(uct_ep_is_connected(m_sender.eps[0], &params));
+    EXPECT_TRUE(log.has("device_addr must be provided")) << log.text();
+    EXPECT_EQ(1u, log.count()) << log.text();
 }
 #endif
 
