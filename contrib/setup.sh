@@ -8,8 +8,9 @@
 #                               and benchmark rc_tm against UCX's sm (the
 #                               reference), posix and tcp, deep receive
 #                               queues, the overlap of a message with
-#                               computation under Open MPI, and latency with
-#                               many idle peers (tables, and a plot in
+#                               computation under Open MPI, latency with
+#                               many idle peers, and a halo exchange between
+#                               2 and 4 ranks (tables, and a plot in
 #                               build/demo/)
 #   contrib/setup.sh check      ... then run the whole test suite (make check),
 #                               the Debian package built, installed and
@@ -461,13 +462,15 @@ run_demo() {
         /error handling/ { show = 0 }
         show && /Component|Transport|Device|Type|latency|bandwidth|am_short|am_bcopy|get_zcopy|connection/'
     # Debian's python3 (python3-matplotlib), whatever python3 comes first in PATH
-    log "benchmark: $(command -v ucx_perftest) over rc_tm, UCX's rc_verbs on the same software NIC, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix, then overlap with computation (mpi_overlap under mpirun) over rc_tm with its engine thread and inline, sm and posix, then latency with many idle peers (mpi_many_peers under mpirun, 2 and 34 ranks) over rc_tm and sm (4 minutes on an idle 2-core machine)"
+    log "benchmark: $(command -v ucx_perftest) over rc_tm, UCX's rc_verbs on the same software NIC, sm, posix and tcp, then deep receive queues (ucp_deep_queue) over rc_tm, sm and posix, then overlap with computation (mpi_overlap under mpirun) over rc_tm with its engine thread and inline, sm and posix, then latency with many idle peers (mpi_many_peers under mpirun, 2 and 34 ranks) over rc_tm and sm, then a halo exchange (mpi_halo under mpirun, 2 and 4 ranks, 1 KiB to 256 KiB) over rc_tm, posix and sm (5 minutes on an idle 2-core machine)"
     log "this host: $(nproc) CPUs (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
     /usr/bin/python3 "$top/test/bench/perftest_compare.py" --module "$module" \
         --interposer "$build/test/interpose/.libs/libsoftnic_verbs.so" \
         --deep-queue "$build/test/bench/ucp_deep_queue" \
         --overlap "$build/test/bench/mpi_overlap" \
         --peers "$build/test/bench/mpi_many_peers" \
+        --halo "$build/test/bench/mpi_halo" \
+        --line-pingpong "$build/test/bench/line_pingpong" \
         --png "$out/perftest.png" | tee "$out/perftest.txt"
     log "table: $out/perftest.txt"
     log "plot:  $out/perftest.png"

@@ -76,6 +76,11 @@ typedef struct tm_dev_attr {
                                                QP; 0: 64, UCX's TX_MIN_INLINE
                                                (the provider may grant more) */
     uint32_t            soft_progress;      /* TM_DEV_SOFT_PROGRESS_* */
+    uint32_t            soft_engine_aside;  /* with an engine: it stands
+                                               aside where it has no CPU
+                                               of its own (softnic_dv_attr::
+                                               engine_aside AUTO); 0: it
+                                               always works */
     uint32_t            soft_tm_max_sge;    /* tm_caps.max_sge: 1 or 2 */
     uint32_t            soft_no_connect_to_srq; /* withhold the software
                                                NIC's connections to a remote

@@ -8,6 +8,7 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_wire.h \
 	src/softnic/softnic_int.h \
 	src/softnic/softnic_engine.h \
+	src/softnic/softnic_aside.h \
 	src/softnic/softnic_cq.h \
 	src/softnic/softnic_ring.h \
 	src/softnic/softnic_rq.h \
@@ -37,5 +38,6 @@ src_softnic_libsoftnic_la_SOURCES = \
 	src/softnic/softnic_park.c \
 	src/softnic/softnic_async.c \
 	src/softnic/softnic_engine.c \
+	src/softnic/softnic_aside.c \
 	src/softnic/softnic_wire.c \
 	src/softnic/softnic_test.c

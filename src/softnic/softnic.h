@@ -198,6 +198,26 @@ struct softnic_dv_attr {
                                     18, as UCX's RC */
     uint32_t retry_cnt;          /* SOFTNIC_DV_SET | their retry count,
                                     0..7; default 7 */
+    uint32_t engine_aside;       /* enum softnic_engine_aside: whether the
+                                    engine stands aside where it has no CPU
+                                    of its own; default NEVER */
+};
+
+/*
+ * softnic_dv_attr::engine_aside.  A NIC works beside the CPUs; the engine
+ * only beside whatever else runs.  With AUTO it looks every 10 ms at the
+ * CPUs the process may run on and at the threads that want them (and at
+ * its own waits for a CPU), and where it has none of its own it stands
+ * aside: the device then works in the polls of its CQs, as with
+ * SOFTNIC_PROGRESS_INLINE, until it has one again.  For software whose
+ * polls drive every CQ it waits on, as inline progress asks (a program
+ * asleep on a completion channel is not: a device with a channel's CQ
+ * keeps its engine).
+ */
+enum softnic_engine_aside {
+    SOFTNIC_ENGINE_ASIDE_KEEP  = 0,  /* softnic_dv_set_attr: unchanged */
+    SOFTNIC_ENGINE_ASIDE_NEVER = 1,  /* the engine always works (default) */
+    SOFTNIC_ENGINE_ASIDE_AUTO  = 2   /* it stands aside without a CPU */
 };
 
 /* softnic_dv_attr::timeout and retry_cnt: a value (0 is one) */

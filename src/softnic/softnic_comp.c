@@ -107,7 +107,12 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
         wqe = sn_sq_wqe(qp, qp->sq_head);
         if (wqe->state == SN_WQE_SENT) {
             if ((int64_t)(qp->out_head_cache - wqe->ring_end) < 0) {
-                if (head_read || ((++qp->head_polls & 15) != 0)) {
+                /* The consumer's position is a line of the peer's: read
+                 * at every look while a signaled send waits for it (it
+                 * moves only when the peer took something), every 16th
+                 * while only unsignaled ones do (nobody waits for them) */
+                if (head_read || ((qp->sig_pending == 0) &&
+                                  ((++qp->head_polls & 15) != 0))) {
                     break;
                 }
                 qp->out_head_cache = atomic_load_explicit(&qp->out->head,
@@ -133,6 +138,7 @@ unsigned sn_qp_reap(sn_qp_t *qp, sn_cq_t *cq)
             wc->qp_num   = qp->ibv.qp_num;
             ++count;
         }
+        qp->sig_pending -= wqe->signaled;
         ++qp->sq_head;
     }
     return count;
@@ -205,13 +211,34 @@ static void sn_qp_progress_sq(sn_qp_t *qp)
     sn_qp_reap(qp, qp->send_cq);
 }
 
+/* Only unsignaled sends on the wire, nothing queued: nobody waits for a
+ * completion, so the full look (the peer's position, its liveness) is
+ * taken at every 16th poll only, and counted as 16 for the liveness
+ * check's pace */
+static inline bool sn_qp_sq_quiet(sn_qp_t *qp)
+{
+    if ((qp->sig_pending != 0) || (qp->sq_sent != qp->sq_tail) ||
+        (qp->fin_count != 0) || qp->offered || sn_qp_ctx(qp)->liveness_now ||
+        !sn_qp_connected(qp)) {
+        return false;
+    }
+    if ((++qp->head_polls & 15) != 0) {
+        return true;
+    }
+    --qp->head_polls;           /* so that the reap reads the position */
+    qp->liveness_polls += 15;
+    return false;
+}
+
 /* Send-side work, from the poll of the QP's send CQ (a UD QP's sends are
  * done when posted: they only complete) */
 void sn_qp_progress_send(sn_qp_t *qp)
 {
     if (sn_qp_waits_on_peer(qp)) {
         if (sn_likely(qp->ud == NULL)) {
-            sn_qp_progress_sq(qp);
+            if (!sn_qp_sq_quiet(qp)) {
+                sn_qp_progress_sq(qp);
+            }
         } else {
             sn_qp_reap(qp, qp->send_cq);
         }

@@ -347,6 +347,7 @@ static int sn_attr_check(const struct softnic_dv_attr *attr)
         (attr->rndv_final > SOFTNIC_RNDV_FINAL_CANCELED) ||
         (attr->timeout > (SOFTNIC_DV_SET | 31)) ||
         (attr->retry_cnt > (SOFTNIC_DV_SET | 7)) ||
+        (attr->engine_aside > SOFTNIC_ENGINE_ASIDE_AUTO) ||
         ((attr->progress != SOFTNIC_PROGRESS_INLINE) &&
          (attr->progress != SOFTNIC_PROGRESS_THREAD))) {
         return EINVAL;
@@ -410,6 +411,9 @@ int softnic_dv_set_attr(struct ibv_context *context,
     if (attr->retry_cnt != 0) {
         next.retry_cnt = attr->retry_cnt;
     }
+    if (attr->engine_aside != SOFTNIC_ENGINE_ASIDE_KEEP) {
+        next.engine_aside = attr->engine_aside;
+    }
     ret = sn_attr_check(&next);
     if (ret != 0) {
         return ret;
@@ -422,6 +426,9 @@ int softnic_dv_set_attr(struct ibv_context *context,
     }
     ctx->attr      = next;
     ctx->ring_size = sn_ring_size(next.max_send_size);
+    atomic_store_explicit(&ctx->aside_auto,
+                          next.engine_aside == SOFTNIC_ENGINE_ASIDE_AUTO,
+                          memory_order_relaxed);
     return 0;
 }
 
@@ -627,6 +634,7 @@ struct ibv_context *softnic_open_device(struct ibv_device *device)
     ctx->attr.rndv_final        = SOFTNIC_RNDV_FINAL_CANCELED;
     ctx->attr.timeout           = SOFTNIC_DV_SET | 18;
     ctx->attr.retry_cnt         = SOFTNIC_DV_SET | 7;
+    ctx->attr.engine_aside      = SOFTNIC_ENGINE_ASIDE_NEVER;
     ctx->ring_size              = sn_ring_size(ctx->attr.max_send_size);
     ctx->mode                   = SOFTNIC_MODE_AUTO;
     ctx->order                  = SOFTNIC_ORDER_OPS_FIRST;

@@ -121,9 +121,10 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
     sn_context_t *ctx = sn_ctx(cq->ex.context);
     uint32_t ready;
 
+    sn_engine_check_mode(ctx);
     if (!ctx->threaded) {
         sn_cq_run(cq);
-        if (sn_unlikely(cq->head == cq->tail)) {
+        if (sn_unlikely(cq->held != NULL) && (cq->head == cq->tail)) {
             sn_cq_release_held_on_empty(cq);
         }
         cq->ready = cq->tail;
@@ -135,7 +136,8 @@ static inline uint32_t sn_cq_poll_prepare(sn_cq_t *cq)
     }
     sn_engine_assist(ctx);
     ready = __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
-    if (cq->head == ready) {
+    if ((cq->head == ready) &&
+        sn_unlikely(__atomic_load_n(&cq->held, __ATOMIC_RELAXED) != NULL)) {
         sn_cq_release_held_on_empty(cq);
         ready = __atomic_load_n(&cq->ready, __ATOMIC_ACQUIRE);
     }
@@ -278,15 +280,14 @@ static uint8_t sn_read_dlid_path_bits(struct ibv_cq_ex *ex)
     return sn_cq_current(ex)->dlid_path_bits;
 }
 
-int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
+static __attribute__((noinline)) int
+sn_poll_cq_read(sn_cq_t *cq, uint32_t ready, int num_entries,
+                struct ibv_wc *wc)
 {
-    sn_cq_t *cq = sn_cq((struct ibv_cq_ex*)ibv_cq);
-    uint32_t ready, head;
+    uint32_t head = cq->head;
     sn_cqe_t *cqe;
     int n;
 
-    ready = sn_cq_poll_prepare(cq);
-    head  = cq->head;
     for (n = 0; (n < num_entries) && (head != ready); ++n) {
         cqe = &cq->cqe[head++ & (cq->depth - 1)];
         if (cqe->kind != SN_CQE_PLAIN) {
@@ -315,6 +316,18 @@ int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
     }
     __atomic_store_n(&cq->head, head, __ATOMIC_RELEASE);
     return n;
+}
+
+/* Most polls find nothing: that path stays short */
+int sn_poll_cq(struct ibv_cq *ibv_cq, int num_entries, struct ibv_wc *wc)
+{
+    sn_cq_t *cq    = sn_cq((struct ibv_cq_ex*)ibv_cq);
+    uint32_t ready = sn_cq_poll_prepare(cq);
+
+    if ((cq->head == ready) || (num_entries <= 0)) {
+        return 0;
+    }
+    return sn_poll_cq_read(cq, ready, num_entries, wc);
 }
 
 void softnic_test_push_unparseable_cqe(struct ibv_srq *ibv_srq)
@@ -418,6 +431,9 @@ struct ibv_cq_ex *sn_create_cq_ex(struct ibv_context *context,
     sn_list_init(&cq->send_qps);
     sn_list_init(&cq->send_busy);
     sn_cq_channel_attach(cq);
+    if ((attr->channel != NULL) && ctx->aside) {
+        sn_engine_take_back(ctx);   /* its program may sleep on it */
+    }
     sn_ctx_lock(ctx);
     sn_list_add_tail(&ctx->cqs, &cq->link);
     sn_ctx_unlock(ctx);

@@ -192,6 +192,17 @@ static bool sn_engine_sleep(sn_context_t *ctx, bool waiting)
  * run without this (five runs), 98-100 % with it (three).  A thread bound
  * to one CPU leaves its engine there.
  */
+/* The CPUs the calling thread may run on (the process's, at the start) */
+static uint32_t sn_engine_allowed_cpus(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return 1;
+    }
+    return (uint32_t)CPU_COUNT(&set);
+}
+
 static void sn_engine_leave_cpu(int cpu)
 {
     cpu_set_t set;
@@ -204,18 +215,47 @@ static void sn_engine_leave_cpu(int cpu)
     (void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* Every SN_ENGINE_LOOK_NS while it works, where it may stand aside: a
+ * look at the CPUs (softnic_aside.c); true when it stood aside (and now
+ * works again, or stops) */
+static bool sn_engine_aside_due(sn_context_t *ctx, uint64_t *next_look)
+{
+    uint64_t now;
+
+    if (!atomic_load_explicit(&ctx->aside_auto, memory_order_relaxed)) {
+        return false;
+    }
+    now = sn_now_ns();
+    if (now < *next_look) {
+        return false;
+    }
+    *next_look = now + SN_ENGINE_LOOK_NS;
+    if (!sn_engine_wants_aside(ctx)) {
+        return false;
+    }
+    sn_engine_stand_aside(ctx);
+    *next_look = sn_now_ns() + SN_ENGINE_LOOK_NS;
+    return true;
+}
+
 static void *sn_engine_main(void *arg)
 {
     sn_context_t *ctx   = arg;
     uint64_t idle_since = 0;
     uint64_t polls_seen = 0;
+    uint64_t next_look  = 0;
     uint64_t now;
     bool waiting;
 
     /* a park of SN_ENGINE_PARK_NS, not the default 50 us more */
     prctl(PR_SET_TIMERSLACK, SN_ENGINE_PARK_SLACK_NS);
+    sn_engine_look_init(ctx);
     sn_engine_leave_cpu(ctx->creator_cpu);
     while (!sn_engine_stopping(ctx)) {
+        if (sn_engine_aside_due(ctx, &next_look)) {
+            idle_since = 0;
+            continue;
+        }
         if (sn_engine_round(ctx, &waiting, false) != 0) {
             idle_since = 0;
             continue;
@@ -246,6 +286,7 @@ static void *sn_engine_main(void *arg)
             idle_since = 0;
         }
     }
+    sn_engine_look_cleanup(ctx);
     return NULL;
 }
 
@@ -272,10 +313,14 @@ int sn_engine_start(sn_context_t *ctx)
     /* before any QP exists: a peer that reaches one sees the flag */
     atomic_store(&ctx->seg->db.engine, 1);
     ctx->threaded = true;
+    ctx->aside    = false;
+    atomic_store(&ctx->engine_mode, SN_ENGINE_ACTIVE);
+    ctx->look.loadavg_fd = ctx->look.schedstat_fd = -1;
     /* the engine takes no signal: they stay with the software's threads */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    ctx->creator_cpu = sched_getcpu();
+    ctx->creator_cpu  = sched_getcpu();
+    ctx->look.allowed_cpus = sn_engine_allowed_cpus();
     ret = pthread_create(&ctx->engine, NULL, sn_engine_main, ctx);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (ret != 0) {
@@ -295,7 +340,7 @@ int sn_engine_start(sn_context_t *ctx)
  * or for the polls of inline progress */
 void sn_engine_stop(sn_context_t *ctx)
 {
-    if (!ctx->threaded) {
+    if (!ctx->threaded && !ctx->aside) {
         return;
     }
     if (ctx->engine_pid == getpid()) {
@@ -309,6 +354,8 @@ void sn_engine_stop(sn_context_t *ctx)
     }
     /* a forked child has a copy of the context, not its thread */
     ctx->threaded = false;
+    ctx->aside    = false;
+    atomic_store(&ctx->engine_mode, SN_ENGINE_ACTIVE);
     sn_debug("device %u: engine stopped", ctx->dev_seq);
 }
 
@@ -323,7 +370,9 @@ int softnic_test_engine_stats(struct ibv_context *context,
     }
     ctx = sn_ctx(context);
     memset(stats, 0, sizeof(*stats));
-    stats->running = ctx->threaded;
+    stats->running = ctx->threaded || ctx->aside;
+    stats->aside   = ctx->aside;
+    stats->asides  = atomic_load(&ctx->engine_asides);
     if (!ctx->threaded) {
         return 0;
     }

@@ -90,6 +90,42 @@ static inline void sn_ctx_kick(sn_context_t *ctx, bool only_idle)
     }
 }
 
+/* The engine's stand-aside (softnic_aside.c): where the mode is */
+enum {
+    SN_ENGINE_ACTIVE,           /* the engine works, software polls lend
+                                   it their time */
+    SN_ENGINE_ASIDE,            /* it touches nothing: the polls work as
+                                   inline */
+    SN_ENGINE_ASIDE_ASKED,      /* it asked to stand aside and touches
+                                   nothing: software switches at a poll */
+    SN_ENGINE_RESUME_ASKED      /* it has a CPU again: software switches
+                                   back at a poll */
+};
+
+/* How often the engine looks at the CPUs while it works, and while it
+ * stands aside */
+#define SN_ENGINE_LOOK_NS       (10ull * 1000 * 1000)
+#define SN_ENGINE_ASIDE_LOOK_NS (20ull * 1000 * 1000)
+
+void sn_engine_switch(sn_context_t *ctx);
+void sn_engine_take_back(sn_context_t *ctx);
+bool sn_engine_wants_aside(sn_context_t *ctx);
+void sn_engine_stand_aside(sn_context_t *ctx);
+void sn_engine_look_init(sn_context_t *ctx);
+void sn_engine_look_cleanup(sn_context_t *ctx);
+
+/* At each poll: the engine asked software to switch (a load, and only
+ * where an engine was started) */
+static inline void sn_engine_check_mode(sn_context_t *ctx)
+{
+    if (sn_unlikely((ctx->threaded || ctx->aside) &&
+                    (atomic_load_explicit(&ctx->engine_mode,
+                                          memory_order_relaxed) >=
+                     SN_ENGINE_ASIDE_ASKED))) {
+        sn_engine_switch(ctx);
+    }
+}
+
 int  sn_engine_start(sn_context_t *ctx);
 void sn_engine_stop(sn_context_t *ctx);
 /* Makes the CQs' completions visible (after work done outside the

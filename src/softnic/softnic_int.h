@@ -44,6 +44,7 @@
 #define SOFTNIC_INT_H_
 
 #include "softnic.h"
+#include "softnic_aside.h"
 #include "softnic_port.h"
 #include "softnic_test.h"
 #include "softnic_wire.h"
@@ -237,8 +238,14 @@ struct sn_context {
     _Atomic uint64_t   engine_passes;
     _Atomic uint64_t   empty_polls;  /* software polls that found nothing:
                                         it is polling (sn_engine_assist) */
-    _Atomic uint64_t   assists, engine_parks;
+    _Atomic uint64_t   assists, engine_parks, engine_asides;
     _Atomic uint32_t   engine_sleep_seq; /* the doorbell's, at its sleep */
+    /* standing aside (softnic_aside.c: the mode, SN_ENGINE_*, is handed
+     * over; software alone changes threaded and aside) */
+    _Atomic uint32_t   engine_mode;
+    _Atomic bool       aside_auto;   /* SOFTNIC_ENGINE_ASIDE_AUTO */
+    bool               aside;
+    sn_aside_look_t    look;
     /* shared reads (softnic_rdma.c): ours offered, chunks of peers' ones
      * we copied */
     _Atomic uint64_t   shares_offered, share_chunks_served;
@@ -386,6 +393,7 @@ struct sn_qp {
     sn_ring_ctl_t      *in;
     uint32_t           in_mask;
     uint64_t           in_head;      /* local copy of in->head */
+    sn_rec_t           *in_rec;      /* the record at in_head */
     /* outbound: the peer's inbound segment, we produce */
     sn_shm_t           out_shm;
     sn_ring_ctl_t      *out;
@@ -393,6 +401,7 @@ struct sn_qp {
     uint64_t           out_tail;     /* our position */
     uint64_t           out_head_cache;
     uint32_t           head_polls;
+    uint32_t           sig_pending;  /* signaled WQEs not completed */
     sn_peer_t          *peer;        /* peer device's registration table */
     sn_proc_id_t       peer_proc;
     uint64_t           next_liveness_ns;
@@ -599,9 +608,6 @@ int  sn_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 void sn_qp_push(sn_qp_t *qp);
 int  sn_qp_send_fin(sn_qp_t *qp, const sn_fin_t *fin);
 void sn_qp_fins_complete(sn_qp_t *qp);
-sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len);
-void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len, uint16_t flags,
-                     uint32_t imm_data);
 
 /* softnic_pull.c (a send backlog the peer's device takes) */
 void sn_qp_backlog_init(sn_qp_t *qp);

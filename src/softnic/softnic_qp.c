@@ -102,6 +102,7 @@ void sn_qp_set_in(sn_qp_t *qp)
     qp->in      = qp->in_shm.base;
     qp->in_mask = qp->in->size - 1;
     qp->in_head = atomic_load(&qp->in->head);
+    qp->in_rec  = sn_ring_rec(qp->in, qp->in_mask, qp->in_head);
 }
 
 /* Becomes the producer of an attached or created outbound ring */

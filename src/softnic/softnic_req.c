@@ -25,7 +25,7 @@ static inline void sn_ring_terminate(sn_qp_t *qp, uint64_t pos)
 /* Room for a record of len bytes (plus padding to the end of the buffer, plus
  * the line of the next record's terminator)?  The consumer's position is read
  * only when the cached one says the ring is full. */
-sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
+static inline sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
 {
     uint32_t size  = sn_rec_size(len);
     uint32_t ring  = qp->out_mask + 1;
@@ -53,8 +53,8 @@ sn_rec_t *sn_ring_reserve(sn_qp_t *qp, uint32_t len)
     return sn_ring_rec(qp->out, qp->out_mask, qp->out_tail);
 }
 
-void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
-                     uint16_t flags, uint32_t imm_data)
+static inline void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
+                                   uint16_t flags, uint32_t imm_data)
 {
     rec->len      = len;
     rec->flags    = flags;
@@ -387,9 +387,9 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
  * copy, as for a non-inline SEND) and the send queue entry keeps only what
  * its completion needs.  Same result as filling the entry and pushing it.
  */
-static bool sn_post_inline_direct(sn_qp_t *qp,
-                                  const struct ibv_send_wr *wr,
-                                  sn_wqe_t *wqe)
+static inline bool sn_post_inline_direct(sn_qp_t *qp,
+                                         const struct ibv_send_wr *wr,
+                                         sn_wqe_t *wqe)
 {
     uint64_t len = 0;
     sn_rec_t *rec;
@@ -452,6 +452,7 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
         }
         wqe = sn_sq_wqe(qp, qp->sq_tail);
         if (sn_post_inline_direct(qp, wr, wqe)) {
+            qp->sig_pending += wqe->signaled;
             ++qp->sq_tail;
             ++qp->sq_sent;
             continue;
@@ -460,6 +461,7 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
         if (sn_unlikely(ret != 0)) {
             break;
         }
+        qp->sig_pending += wqe->signaled;
         ++qp->sq_tail;
         if (sn_unlikely(qp->ibv.state == IBV_QPS_ERR)) {
             sn_qp_fail_from(qp, qp->sq_tail - 1, IBV_WC_WR_FLUSH_ERR);
@@ -478,12 +480,42 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
     return ret;
 }
 
+/*
+ * The common post, inline: one inline SEND, nothing waiting ahead of it,
+ * room in the ring.  What sn_post_send_locked does for it, without the
+ * look at what waits to be pushed (nothing does): the record, the entry
+ * its completion needs, the peer's doorbell, the busy list.
+ */
+static inline bool sn_post_send_fast(sn_qp_t *qp, struct ibv_send_wr *wr)
+{
+    sn_wqe_t *wqe;
+
+    if ((wr->next != NULL) || qp->offered || (qp->ud != NULL) ||
+        (qp->sq_tail - qp->sq_head >= qp->sq_size)) {
+        return false;
+    }
+    wqe = sn_sq_wqe(qp, qp->sq_tail);
+    if (!sn_post_inline_direct(qp, wr, wqe)) {
+        return false;
+    }
+    qp->sig_pending += wqe->signaled;
+    ++qp->sq_tail;
+    ++qp->sq_sent;
+    sn_qp_ring_peer(qp);        /* its device takes what we sent */
+    sn_qp_mark_busy(qp);        /* the send waits for its peer */
+    return true;
+}
+
 int sn_post_send(struct ibv_qp *ibv_qp, struct ibv_send_wr *wr,
                  struct ibv_send_wr **bad_wr)
 {
     sn_qp_t *qp       = sn_qp(ibv_qp);
     sn_context_t *ctx = sn_qp_ctx(qp);
     int ret;
+
+    if (!ctx->threaded && sn_post_send_fast(qp, wr)) {
+        return 0;
+    }
 
     sn_ctx_lock(ctx);
     ret = sn_likely(qp->ud == NULL) ? sn_post_send_locked(qp, wr, bad_wr) :

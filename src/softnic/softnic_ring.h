@@ -15,12 +15,13 @@
  * the consumer needs to see a small message (no producer counter to read) */
 static inline sn_rec_t *sn_ring_head_rec(sn_qp_t *qp)
 {
-    return sn_ring_rec(qp->in, qp->in_mask, qp->in_head);
+    return qp->in_rec;
 }
 
 static inline void sn_ring_advance(sn_qp_t *qp, uint32_t len)
 {
     qp->in_head += sn_rec_size(len);
+    qp->in_rec   = sn_ring_rec(qp->in, qp->in_mask, qp->in_head);
     /* release: our reads of the record come before the producer reuses it */
     atomic_store_explicit(&qp->in->head, qp->in_head, memory_order_release);
 }
@@ -57,9 +58,9 @@ static inline bool sn_qp_connected(const sn_qp_t *qp)
  * connected takes nothing (as sn_srq_arrival_peek) */
 static inline bool sn_ring_has_rec(sn_qp_t *qp)
 {
-    return sn_qp_connected(qp) &&
-           (__atomic_load_n(&sn_ring_head_rec(qp)->type,
-                            __ATOMIC_RELAXED) != 0);
+    /* the ring first: most looks find it empty */
+    return (__atomic_load_n(&sn_ring_head_rec(qp)->type,
+                            __ATOMIC_RELAXED) != 0) && sn_qp_connected(qp);
 }
 
 

@@ -577,20 +577,13 @@ static unsigned sn_srq_run_ops(sn_srq_t *srq)
  * 14).  Another round only when a burst was cut short: what arrives
  * meanwhile is the next run's, as a poll that finds the rings empty leaves
  * it (a round more per run cost a look at every ring per message). */
-static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
+static unsigned sn_srq_run_bursts(sn_srq_t *srq)
 {
     sn_list_t *start, *it;
     unsigned n = 0, burst;
     sn_qp_t *qp;
     bool cut;
 
-    sn_ctx_check_wakes(sn_ctx(srq->ibv.context));
-    if (sn_unlikely((++srq->runs % SN_PARK_CHECK) == 0)) {
-        sn_srq_park_check(srq);
-    }
-    if (sn_list_empty(&srq->active)) {
-        return 0;
-    }
     do {
         cut   = false;
         start = srq->rr_next;
@@ -617,6 +610,24 @@ static unsigned sn_srq_run_arrivals(sn_srq_t *srq)
         srq->rr_next = start->next;
     } while (cut);
     return n;
+}
+
+/* Most runs find every ring empty: one load each, in a loop of its own,
+ * and the round-robin bursts only when a ring holds something */
+static inline unsigned sn_srq_run_arrivals(sn_srq_t *srq)
+{
+    sn_list_t *it;
+
+    sn_ctx_check_wakes(sn_ctx(srq->ibv.context));
+    if (sn_unlikely((++srq->runs % SN_PARK_CHECK) == 0)) {
+        sn_srq_park_check(srq);
+    }
+    for (it = srq->active.next; it != &srq->active; it = it->next) {
+        if (sn_ring_has_rec(sn_container_of(it, sn_qp_t, active_link))) {
+            return sn_srq_run_bursts(srq);
+        }
+    }
+    return 0;
 }
 
 static unsigned sn_srq_run_data(sn_srq_t *srq)

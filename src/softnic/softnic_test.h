@@ -107,11 +107,39 @@ typedef struct softnic_engine_stats {
     uint64_t passes;           /* rounds over the device's work */
     uint64_t assists;          /* rounds run by an empty poll */
     uint64_t parks;            /* engine stood aside for a polling thread */
+    int      aside;            /* it stands aside now: no CPU of its own
+                                  (SOFTNIC_ENGINE_ASIDE_AUTO), the polls
+                                  work as inline */
+    uint64_t asides;           /* times it stood aside */
 } softnic_engine_stats_t;
 
 /* 0, or EINVAL on another NIC's context */
 int  softnic_test_engine_stats(struct ibv_context *context,
                                softnic_engine_stats_t *stats);
+
+/* What the engine sees of the CPUs at one look (SOFTNIC_ENGINE_ASIDE_AUTO):
+ * the CPUs the process may run on, the threads that want one besides the
+ * engine, and how long the engine ran and waited for a CPU since its last
+ * look */
+typedef struct softnic_cpu_look {
+    uint32_t allowed;
+    uint32_t others;
+    uint64_t run_ns;
+    uint64_t wait_ns;
+} softnic_cpu_look_t;
+
+/* The engine's rule, as it applies it: *history carries what the last
+ * looks found; returns whether it stands aside after this one (aside:
+ * whether it did before) */
+int  softnic_test_engine_aside_rule(uint32_t *history,
+                                    const softnic_cpu_look_t *look,
+                                    int aside);
+/* The engine's looks give look (run and wait included) instead of what the
+ * machine has, from now on; NULL: what the machine has.  Wakes the engine
+ * (asleep, it looks at nothing: it competes with nobody).  0, or EINVAL on
+ * another NIC's context */
+int  softnic_test_engine_cpus(struct ibv_context *context,
+                              const softnic_cpu_look_t *look);
 /* Reads shared with their responder (softnic_rdma.c), observed: reads of
  * this device's offered to their responder, chunks this device copied for
  * peers' reads, and slots of its segment taken now (being filled or

@@ -543,6 +543,7 @@ int sn_ud_post_send(sn_qp_t *qp, struct ibv_send_wr *wr,
         wqe->opcode   = (uint8_t)wr->opcode;
         wqe->signaled = !!(wr->send_flags & IBV_SEND_SIGNALED);
         wqe->byte_len = len;
+        qp->sig_pending += wqe->signaled;
         status        = (qp->ibv.state == IBV_QPS_RTS) ?
                         sn_ud_send(qp, wr, len) : IBV_WC_WR_FLUSH_ERR;
         sn_wqe_done(wqe, status);

@@ -6,6 +6,12 @@ test_bench_matcher_bench_LDADD   = src/matcher/libtm_matcher.la
 EXTRA_DIST += test/bench/perftest_compare.py test/bench/perftest_common.py \
 	test/bench/perftest_mpi.py
 
+# What one cache line costs between two CPUs of this host (the demo prints
+# it with its figures: docs/performance.md)
+noinst_PROGRAMS += test/bench/line_pingpong
+test_bench_line_pingpong_SOURCES = test/bench/line_pingpong.c
+test_bench_line_pingpong_LDADD   = -lpthread
+
 # Deep receive queues through UCP: rc_tm against posix (docs/design.md)
 noinst_PROGRAMS += test/bench/ucp_deep_queue
 test_bench_ucp_deep_queue_SOURCES  = test/bench/ucp_deep_queue.c
@@ -28,9 +34,20 @@ test/bench/mpi_many_peers: $(srcdir)/test/bench/mpi_many_peers.c
 	$(AM_V_CCLD)$(MPICC) -std=gnu11 -Wall -Wextra $(CFLAGS) -o $@ \
 		$(srcdir)/test/bench/mpi_many_peers.c
 
-all-local: test/bench/mpi_overlap test/bench/mpi_many_peers
-CLEANFILES += test/bench/mpi_overlap test/bench/mpi_many_peers
-EXTRA_DIST += test/bench/mpi_overlap.c test/bench/mpi_many_peers.c
+# A halo exchange between 2 to 4 ranks, each step a nonblocking exchange
+# with both neighbours and a little computation, timed per step: an
+# application's shape (docs/performance.md)
+test/bench/mpi_halo: $(srcdir)/test/bench/mpi_halo.c
+	@$(MKDIR_P) test/bench
+	$(AM_V_CCLD)$(MPICC) -std=gnu11 -Wall -Wextra $(CFLAGS) -o $@ \
+		$(srcdir)/test/bench/mpi_halo.c
+
+all-local: test/bench/mpi_overlap test/bench/mpi_many_peers \
+	test/bench/mpi_halo
+CLEANFILES += test/bench/mpi_overlap test/bench/mpi_many_peers \
+	test/bench/mpi_halo
+EXTRA_DIST += test/bench/mpi_overlap.c test/bench/mpi_many_peers.c \
+	test/bench/mpi_halo.c
 
 # ... and as a test: bursts whose sends completed, then a sender blocked
 # outside UCX (issue 34), inline and with the engine thread

@@ -29,6 +29,18 @@ latency between two ranks while the other ranks of the job, connected to
 both, stay idle (mpirun -np 2 and 34 by default, rc_tm and sm): what a
 poll costs with many peers; a table.
 
+With --halo (the build's test/bench/mpi_halo) it measures a halo exchange,
+the time step of a stencil code, through Open MPI's pml ucx: every rank of a
+ring exchanges a halo with both neighbours (nonblocking) around a little
+computation, timed per step (mpirun -np 2 and 4, 1 KiB to 256 KiB, rc_tm,
+posix and sm by default, interleaved); a table with the ratios to sm.
+
+With --line-pingpong (the build's test/bench/line_pingpong) the header also
+says what one cache line costs between two CPUs of this host (its round
+trip): how much the CPU charges for what a message must move between the
+two processes, which decides how much of a latency is the line and how much
+the transports' instructions.
+
 Every cell must succeed: a failed or timed-out run is reported with its
 output, its cell prints "failed", and the exit status is 1.
 
@@ -36,6 +48,7 @@ output, its cell prints "failed", and the exit status is 1.
                         --deep-queue build/test/bench/ucp_deep_queue \\
                         --overlap build/test/bench/mpi_overlap \\
                         --peers build/test/bench/mpi_many_peers \\
+                        --halo build/test/bench/mpi_halo \\
                         --png perftest.png
 """
 
@@ -51,7 +64,7 @@ import time
 from perftest_common import (CpuUse, Progress, count_name, cpu_model,
                              describe_failure, nproc, parse_size, ratio_label,
                              run_reporting, short_size_name, size_name)
-from perftest_mpi import ManyPeers, OVERLAP_TRANSPORTS, Overlap
+from perftest_mpi import Halo, ManyPeers, OVERLAP_TRANSPORTS, Overlap
 
 # UCX_TLS for each transport: only that transport may carry the traffic.
 # rc_tm_base is rc_tm loaded from --baseline-module (another build of the
@@ -193,7 +206,10 @@ def run_pair_once(args, test, size, tl, iters):
     # the server's output goes to a file: a pipe read only at the end could
     # fill up and block it
     server_log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen(perftest_command(args, tl) + common, env=env,
+    pin = (lambda cpu: ["taskset", "-c", str(cpu)]) if args.pin else \
+        (lambda cpu: [])
+    server = subprocess.Popen(pin(0) + perftest_command(args, tl) + common,
+                              env=env,
                               stdout=server_log, stderr=subprocess.STDOUT)
     client = None
     try:
@@ -203,7 +219,7 @@ def run_pair_once(args, test, size, tl, iters):
             time.sleep(0.01)
         while server.poll() is None:
             left = max(1.0, deadline - time.time())
-            client = subprocess.run(perftest_command(args, tl) +
+            client = subprocess.run(pin(1) + perftest_command(args, tl) +
                                     ["127.0.0.1"] + common,
                                     env=env, capture_output=True, text=True,
                                     timeout=left)
@@ -255,13 +271,35 @@ def median(cell, latency_test):
     return statistics.median(f[0 if latency_test else 1] for f in cell.figures)
 
 
-def print_table(args, tests, sizes, tls, cells, cpu_use):
+def line_round_trip(program):
+    """line_pingpong's line ("... round trip X ns"), or why not"""
+    if os.cpu_count() < 2:
+        return "one CPU: no line between two"
+    try:
+        out = subprocess.run([program], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        return "%s failed: %s" % (program, err)
+    line = out.stdout.strip().splitlines()[-1:] if out.returncode == 0 \
+        else []
+    if not line or "round trip" not in line[0]:
+        return "%s failed:\n%s" % (program, out.stdout + out.stderr)
+    return line[0].replace("line_pingpong: ", "")
+
+
+def print_table(args, tests, sizes, tls, cells, cpu_use, line=None):
     if tests:
         print("ucx_perftest %s, server and client on this host (%d CPUs, "
               "%s), UCX_TLS=<transport>,\nmedian of %d runs; (x) = ratio "
               "to %s measured in the same run" %
               (ucx_version(args), os.cpu_count(), cpu_model(), args.repeat,
                args.reference))
+    if line:
+        # on a virtual machine it moves when the host moves its CPUs (50
+        # and 300 ns round trips on this project's machines, hours apart)
+        print("one cache line between two CPUs of this host (test/bench/"
+              "line_pingpong), before and after the runs:\n  %s\n  %s" %
+              line)
     share = cpu_use.others_share()
     print("other processes used %.0f%% of the CPUs during the runs%s" %
           (100 * share, ": the figures, bandwidth most, are noisy"
@@ -424,6 +462,12 @@ def main():
                         help="seconds of traffic per measurement")
     parser.add_argument("--timeout", type=float, default=30,
                         help="seconds one server/client pair may take")
+    parser.add_argument("--pin", action="store_true",
+                        help="bind the ucx_perftest server to CPU 0 and the "
+                             "client to CPU 1 (taskset): where other "
+                             "processes run, a pair that shares a CPU "
+                             "measures the scheduler; run the script with "
+                             "nice -n -20 too")
     parser.add_argument("--png", help="write a latency/bandwidth plot here")
     parser.add_argument("--deep-queue", metavar="PROGRAM",
                         help="the build's test/bench/ucp_deep_queue (it "
@@ -470,6 +514,28 @@ def main():
                         help="repetitions within a run")
     parser.add_argument("--peers-timeout", type=float, default=120,
                         help="seconds one mpirun may take")
+    parser.add_argument("--halo", metavar="PROGRAM",
+                        help="the build's test/bench/mpi_halo: adds a halo "
+                             "exchange between 2 and 4 ranks (Open MPI, pml "
+                             "ucx)")
+    parser.add_argument("--halo-ranks", default="2,4", help="job sizes")
+    parser.add_argument("--halo-transports", default="rc_tm,posix,sm",
+                        help="UCX_TLS values")
+    parser.add_argument("--halo-reference", default="sm",
+                        help="ratios are against this one")
+    parser.add_argument("--halo-sizes", default="1k,4k,16k,64k,256k")
+    parser.add_argument("--halo-cells", type=int, default=4096,
+                        help="interior cells each rank updates a step")
+    parser.add_argument("--halo-runs", type=int, default=3,
+                        help="mpirun runs per job size and transport")
+    parser.add_argument("--halo-repeat", type=int, default=5,
+                        help="repetitions within a run")
+    parser.add_argument("--halo-timeout", type=float, default=300,
+                        help="seconds one mpirun may take")
+    parser.add_argument("--line-pingpong", metavar="PROGRAM",
+                        help="the build's test/bench/line_pingpong: the "
+                             "header says what a cache line costs between "
+                             "two CPUs")
     parser.add_argument("--mpirun", default="mpirun")
     args = parser.parse_args()
     args.perftest_mpi_mode = perftest_has_mpi_mode(args.perftest)
@@ -532,6 +598,25 @@ def main():
                          "--peers-runs be at least 1 and --peers-repeat "
                          "1 to 64")
         peers = ManyPeers(args)
+    halo = None
+    if args.halo:
+        if not os.access(args.halo, os.X_OK):
+            parser.error("%s is not executable (the build's mpi_halo)" %
+                         args.halo)
+        try:
+            ranks = [int(n) for n in args.halo_ranks.split(",")]
+            halo_sizes = [parse_size(s) for s in args.halo_sizes.split(",")]
+        except ValueError:
+            ranks, halo_sizes = [], []
+        if not ranks or min(ranks) < 2 or not halo_sizes or \
+                min(halo_sizes) < 1 or args.halo_runs < 1 or \
+                args.halo_repeat < 1 or args.halo_cells < 3 or \
+                args.halo_reference not in args.halo_transports.split(","):
+            parser.error("--halo-ranks must list job sizes of 2 or more, "
+                         "--halo-sizes sizes, --halo-runs and --halo-repeat "
+                         "be at least 1, --halo-cells at least 3, and "
+                         "--halo-reference one of --halo-transports")
+        halo = Halo(args)
 
     sys.stderr.write("each run: UCX_TLS=<transport> LD_PRELOAD=%s\n"
                      "  server: %s -t <test> -s <size> -n <n> -w <n/10> "
@@ -543,7 +628,10 @@ def main():
     progress = Progress(len(cells) * args.repeat +
                         (deep.steps() if deep else 0) +
                         (overlap.steps() if overlap else 0) +
-                        (peers.steps() if peers else 0))
+                        (peers.steps() if peers else 0) +
+                        (halo.steps() if halo else 0))
+    line = line_round_trip(args.line_pingpong) if args.line_pingpong \
+        else None
     cpu_use = CpuUse()
     # Other load on the machine stretches every iteration of a busy-polling
     # pair (the two processes wait for each other's time slices): the
@@ -582,12 +670,17 @@ def main():
         overlap.run(progress)
     if peers:
         peers.run(progress)
+    if halo:
+        halo.run(progress)
     progress.finish()
 
-    failed = print_table(args, tests, sizes, tls, cells, cpu_use)
+    if line:
+        line = (line, line_round_trip(args.line_pingpong))
+    failed = print_table(args, tests, sizes, tls, cells, cpu_use, line)
     deep_failed = deep.print_table() if deep else 0
     overlap_failed = overlap.print_table() if overlap else 0
     peers_failed = peers.print_table() if peers else 0
+    halo_failed = halo.print_table() if halo else 0
     if args.png:
         plot(args, tests, sizes, tls, cells, deep, overlap)
         print("\nplot: %s" % os.path.abspath(args.png))
@@ -601,8 +694,11 @@ def main():
     if peers_failed:
         print("\nthe many-peers runs failed in %d cell%s" %
               (peers_failed, "s" if peers_failed > 1 else ""))
+    if halo_failed:
+        print("\nthe halo runs failed in %d cell%s" %
+              (halo_failed, "s" if halo_failed > 1 else ""))
     return 1 if failed or deep_failed or overlap_failed or peers_failed \
-        else 0
+        or halo_failed else 0
 
 
 PLOT_STYLES = {"rc_tm": ("tab:red", "o", "-"),

@@ -1,6 +1,7 @@
 """The MPI benchmarks of perftest_compare.py, under Open MPI's mpirun with
-pml ucx: the overlap of a message with computation (test/bench/mpi_overlap)
-and latency with many idle peers (test/bench/mpi_many_peers)."""
+pml ucx: the overlap of a message with computation (test/bench/mpi_overlap),
+latency with many idle peers (test/bench/mpi_many_peers) and a halo
+exchange (test/bench/mpi_halo)."""
 
 import os
 import statistics
@@ -381,6 +382,138 @@ class ManyPeers:
                     text = "%.3f (%.2fx)" % (us, us / ref)
                 row += "%*s" % (width, text)
             print(row)
+        for (ranks, tl), why in self.failures.items():
+            print("%d ranks over %s failed: %s" % (ranks, tl, why))
+        return len(self.failures)
+
+
+class Halo:
+    """mpi_halo under mpirun -np N (pml ucx) for each N of --halo-ranks: a
+    halo exchange with both neighbours of a ring and a little computation,
+    timed per step (the slowest rank's).  --halo-runs rounds, in each every
+    (N, transport) once, interleaved; each run gives --halo-repeat
+    repetitions per size; medians over all of them, and each transport's
+    ratio to --halo-reference."""
+
+    def __init__(self, args):
+        self.program = os.path.abspath(args.halo)
+        self.module = os.path.abspath(args.module)
+        self.tls = args.halo_transports.split(",")
+        self.reference = args.halo_reference
+        self.ranks = [int(n) for n in args.halo_ranks.split(",")]
+        self.sizes = [parse_size(s) for s in args.halo_sizes.split(",")]
+        self.runs = args.halo_runs
+        self.repeat = args.halo_repeat
+        self.cells = args.halo_cells
+        self.timeout = args.halo_timeout
+        self.mpirun = args.mpirun
+        self.figures = {}       # (ranks, tl, size): [us]
+        self.failures = {}      # (ranks, tl): why (the first failed run)
+        self.others = None
+
+    def steps(self):
+        return self.runs * len(self.ranks) * len(self.tls) * \
+            len(self.sizes) * self.repeat
+
+    def command(self, ranks, tl):
+        return mpirun_command(self.mpirun, self.module, tl, ranks) + \
+            [self.program, "-R", "-r", str(self.repeat),
+             "-c", str(self.cells),
+             "-s", ",".join(str(size) for size in self.sizes)]
+
+    def run(self, progress):
+        progress.note("halo: %s (per transport UCX_TLS, per job size -np)" %
+                      " ".join(self.command(self.ranks[-1], self.tls[0])))
+        cpu_use = CpuUse()
+        for run in range(self.runs):
+            for ranks in self.ranks:
+                for tl in self.tls:
+                    if (ranks, tl) in self.failures:
+                        continue
+                    why = self.run_one(ranks, tl, run, progress)
+                    if why:
+                        self.failures[(ranks, tl)] = why
+                        progress.note("FAILED: halo, %d ranks over %s: %s" %
+                                      (ranks, tl, why))
+        self.others = cpu_use.others_share()
+
+    def run_one(self, ranks, tl, run, progress):
+        """One mpirun; returns why it failed, or None."""
+        try:
+            returncode, out, other, timed_out = run_reporting(
+                self.command(ranks, tl), self.timeout,
+                lambda rep: progress.step("halo run %d/%d  %d ranks  %-6s %s"
+                                          % (run + 1, self.runs, ranks, tl,
+                                             rep)),
+                stdin=subprocess.DEVNULL)
+        except OSError as err:
+            return "%s: %s" % (self.mpirun, err)
+        text = out + other
+        why = mpirun_failure(returncode, timed_out, self.timeout, text)
+        if why:
+            return why
+        rows = {}
+        for line in out.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            try:
+                size, rep, us = line.split(",")
+                size, rep, us = int(size), int(rep), float(us)
+            except ValueError:
+                size, rep, us = 0, 0, 0.0
+            if size not in self.sizes or not 1 <= rep <= self.repeat or \
+                    (size, rep) in rows or us <= 0:
+                return describe_failure("a line mpi_halo -R does not print: "
+                                        "%r" % line, text)
+            rows[(size, rep)] = us
+        if len(rows) != len(self.sizes) * self.repeat or \
+                "# mpi_halo: OK" not in out:
+            return describe_failure("mpi_halo printed %d of %d figures" %
+                                    (len(rows), len(self.sizes) *
+                                     self.repeat), text)
+        for (size, _), us in sorted(rows.items()):
+            self.figures.setdefault((ranks, tl, size), []).append(us)
+        return None
+
+    def median(self, ranks, tl, size):
+        if (ranks, tl) in self.failures or \
+                (ranks, tl, size) not in self.figures:
+            return None
+        return statistics.median(self.figures[(ranks, tl, size)])
+
+    def print_table(self):
+        print("\n" + textwrap.fill(
+            "halo exchange (test/bench/mpi_halo, Open MPI pml ucx): each "
+            "step every rank of a ring posts MPI_Irecv and MPI_Isend of a "
+            "halo with both neighbours, updates %d interior cells, then "
+            "MPI_Waitall; time of a step (the slowest rank's; us, lower is "
+            "better), medians of %d (%d run%s of %d); (x) = ratio to %s in "
+            "the same runs; this host: %d CPUs (nproc)" %
+            (self.cells, self.runs * self.repeat, self.runs,
+             "s" if self.runs > 1 else "", self.repeat, self.reference,
+             nproc()), 79))
+        if self.others is not None:
+            print("other processes used %.0f%% of the CPUs during these runs"
+                  "%s" % (100 * self.others, "" if self.others <= 0.1 else
+                          ": the figures are noisy"))
+        width = 17
+        for ranks in self.ranks:
+            print("\n%d ranks" % ranks)
+            print("%-9s" % "size" + "".join("%*s" % (width, tl)
+                                             for tl in self.tls))
+            for size in self.sizes:
+                ref = self.median(ranks, self.reference, size)
+                row = "%-9s" % size_name(size)
+                for tl in self.tls:
+                    us = self.median(ranks, tl, size)
+                    if us is None:
+                        text = "failed"
+                    elif tl == self.reference or not ref:
+                        text = "%.2f" % us
+                    else:
+                        text = "%.2f (%.2fx)" % (us, us / ref)
+                    row += "%*s" % (width, text)
+                print(row)
         for (ranks, tl), why in self.failures.items():
             print("%d ranks over %s failed: %s" % (ranks, tl, why))
         return len(self.failures)

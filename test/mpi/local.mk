@@ -38,7 +38,7 @@ test/mpi/alltoall: $(srcdir)/test/mpi/alltoall.c
 
 # 'make check-mpi' runs the MPI tests alone ('make check-mpi
 # MPI_TESTS="order flood"' some of them)
-check-mpi: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers src/uct/rc_tm/libuct_rc_tm.la
+check-mpi: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers test/bench/mpi_halo src/uct/rc_tm/libuct_rc_tm.la
 	@MPIRUN='$(MPIRUN)' \
 	RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
 	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
@@ -47,7 +47,7 @@ check-mpi: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers src
 
 # and once more with the software NIC's engine thread
 # (UCX_RC_TM_SOFT_PROGRESS=thread): 'make check-mpi-thread'
-check-mpi-thread: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers src/uct/rc_tm/libuct_rc_tm.la
+check-mpi-thread: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers test/bench/mpi_halo src/uct/rc_tm/libuct_rc_tm.la
 	@MPIRUN='$(MPIRUN)' \
 	RC_TM_MODULE='$(abs_top_builddir)/src/uct/rc_tm/.libs/libuct_rc_tm.so' \
 	RC_TM_MPI_BINDIR='$(abs_top_builddir)/test/mpi' \
@@ -58,7 +58,7 @@ check-mpi-thread: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_pe
 # and wired up as on a cluster, by worker address over each auxiliary
 # transport this UCX can use (test/aux_tls.sh):
 # 'make check-mpi-aux'
-check-mpi-aux: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers src/uct/rc_tm/libuct_rc_tm.la test/interpose/libsoftnic_verbs.la
+check-mpi-aux: $(MPI_TEST_BINS) test/bench/mpi_overlap test/bench/mpi_many_peers test/bench/mpi_halo src/uct/rc_tm/libuct_rc_tm.la test/interpose/libsoftnic_verbs.la
 	@rc=0; \
 	auxs=$$($(SHELL) $(srcdir)/test/aux_tls.sh $(UCX_VERSION)) || exit 1; \
 	for aux in $$auxs; do \

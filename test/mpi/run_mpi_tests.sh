@@ -7,7 +7,8 @@
 #   MPIRUN             mpirun of Open MPI 4.1 (pml ucx)
 #   RC_TM_MODULE       the module to LD_PRELOAD (.../.libs/libuct_rc_tm.so)
 #   RC_TM_MPI_BINDIR   where the programs are (and their logs go)
-#   RC_TM_BENCH_BINDIR where test/bench/mpi_overlap is (default: BINDIR/../bench)
+#   RC_TM_BENCH_BINDIR where test/bench/mpi_overlap, mpi_many_peers and
+#                      mpi_halo are (default: BINDIR/../bench)
 #   RC_TM_MPI_TIMEOUT  seconds one program may take (default 120)
 #   RC_TM_MPI_SOFT_PROGRESS  inline or thread: UCX_RC_TM_SOFT_PROGRESS of
 #                      the ranks (default: UCX's default); the checks of
@@ -77,6 +78,8 @@ alltoall       8 alltoall
 overlap        2 mpi_overlap
 overlap_sm     2 mpi_overlap
 many_peers     8 mpi_many_peers
+halo           4 mpi_halo
+halo_pair      2 mpi_halo
 nomodule       2 pingpong
 othertransport 2 pingpong
 '
@@ -95,6 +98,43 @@ OVERLAP_FLOOR=20
 # (the parked rings must wake); it checks every payload and must print
 # well-formed figures
 PEERS_ARGS='-R -r 2 -n 3000'
+
+# halo and halo_pair: the halo exchange benchmark (test/bench/mpi_halo)
+# over a ring of 4 ranks and of 2 (both neighbours the same rank, its two
+# halos told apart by their tags), a few steps, not timed: every halo
+# received is checked (-C), rc_tm must carry the tagged messages, and the
+# figures must be well formed
+HALO_ARGS='-R -r 2 -n 20 -w 5 -C -s 1k,16k,256k'
+HALO_SIZES='1024 16384 262144'
+
+# Why the output of mpi_halo $HALO_ARGS is not what it must be (nothing
+# when it is): for every size and repetition one line of a positive step
+# time, and the OK line
+check_halo_output() {
+    awk -v sizes="$HALO_SIZES" -v reps=2 '
+        BEGIN { n = split(sizes, want, " ") }
+        /^# mpi_halo: OK$/ { ok = 1 }
+        /^[0-9]/ {
+            f = split($0, v, ",")
+            if (f != 3 || v[3] !~ /^[0-9]+\.[0-9]+$/ || v[3] + 0 <= 0) {
+                print "not a size, a repetition and a step time: " $0
+                bad = 1; next
+            }
+            if (seen[v[1] "," v[2]]++) { print "twice: " $0; bad = 1 }
+            rows++
+        }
+        END {
+            for (i = 1; i <= n; i++)
+                for (r = 1; r <= reps; r++)
+                    if (!((want[i] "," r) in seen)) {
+                        print "no figure for size " want[i] " repetition " r
+                        bad = 1
+                    }
+            if (rows != n * reps) { print rows " figure lines, not " n * reps; bad = 1 }
+            if (!ok) { print "no OK line"; bad = 1 }
+            exit bad
+        }' "$1" | head -n 5
+}
 
 # Why the output of mpi_overlap $OVERLAP_ARGS is not what it must be
 # (nothing when it is): the header, for every size and repetition one line
@@ -200,7 +240,8 @@ while read -r name np prog extra; do
     if [ -n "$PROGRESS$AUX" ]; then
         case $name in nomodule|othertransport|overlap_sm) continue ;; esac
     fi
-    [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS $extra"
+    # the engine works even without a CPU of its own: these runs test it
+    [ -z "$PROGRESS" ] || extra="-x UCX_RC_TM_SOFT_PROGRESS=$PROGRESS -x UCX_RC_TM_SOFT_ENGINE_ASIDE=n $extra"
     [ -z "$AUX" ] || extra="-x UCX_RC_TM_SOFT_CONNECT_TO_SRQ=n ${NET_DEVICES:-} $extra"
     log="$BINDIR/$name${PROGRESS:+.$PROGRESS}${AUX:+.$AUX}.mpilog"
     expect=$(expect_failure "$name")
@@ -227,6 +268,11 @@ while read -r name np prog extra; do
         mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
             -x UCX_RC_TM_REPORT=y $extra \
             "$BENCHDIR/$prog" $PEERS_ARGS >"$log" 2>&1 ;;
+    halo|halo_pair)
+        # shellcheck disable=SC2086
+        mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
+            -x UCX_LOG_LEVEL=info -x UCX_RC_TM_REPORT=y $extra \
+            "$BENCHDIR/$prog" $HALO_ARGS >"$log" 2>&1 ;;
     *)
         # shellcheck disable=SC2086
         mpi_run "$np" -x LD_PRELOAD="$PRELOAD" -x UCX_TLS=$TLS \
@@ -246,6 +292,13 @@ while read -r name np prog extra; do
             # UCX 1.13 logs an endpoint's lanes as "ep_cfg[1]: tag(...)",
             # 1.18 and later as "... cfg#1 tag(...)"
             if [ -z "$why" ] && [ "$name" = overlap ] &&
+                ! grep -qE '(ep_cfg\[[0-9]*\]:|cfg#[0-9]*) tag\(rc_tm/' "$log"; then
+                why="UCX's log names no rc_tm endpoint for tagged messages"
+            fi
+            [ -z "$why" ] || why="output: $(echo "$why" | tr '\n' ';')"
+        elif [ "$prog" = mpi_halo ]; then
+            why=$(grep -v '^\[' "$log" | check_halo_output /dev/stdin)
+            if [ -z "$why" ] &&
                 ! grep -qE '(ep_cfg\[[0-9]*\]:|cfg#[0-9]*) tag\(rc_tm/' "$log"; then
                 why="UCX's log names no rc_tm endpoint for tagged messages"
             fi

@@ -471,7 +471,10 @@ static int tm_verbs_softnic_setup(tm_verbs_dev_t *dev,
                              SOFTNIC_RNDV_FINAL_CANCELED,
         /* for the connections to a remote SRQ, which skip RTS */
         .timeout           = SOFTNIC_DV_SET | dev->timeout,
-        .retry_cnt         = SOFTNIC_DV_SET | dev->retry_cnt
+        .retry_cnt         = SOFTNIC_DV_SET | dev->retry_cnt,
+        .engine_aside      = attr->soft_engine_aside ?
+                             SOFTNIC_ENGINE_ASIDE_AUTO :
+                             SOFTNIC_ENGINE_ASIDE_NEVER
     };
     int ret;
 

@@ -228,28 +228,12 @@ static TM_NOINLINE int tm_verbs_poll_err_take(tm_dev_cq_t *cq)
     return err;
 }
 
-int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
+/* The batch ibv_start_poll began: its completions, until max or ENOENT */
+static TM_NOINLINE int tm_verbs_poll_batch(tm_dev_cq_t *cq, int max,
+                                           tm_dev_wc_t *wc)
 {
-    struct ibv_poll_cq_attr attr  = {0};
-    int count                     = 0;
+    int count = 0;
     int ret;
-
-    if (tm_unlikely(max <= 0)) {
-        return 0;
-    } else if (tm_unlikely(cq->err != 0)) {
-        return tm_verbs_poll_err_take(cq);
-    } else if (!cq->tm) {
-        return tm_verbs_poll_cq_plain(cq, max, wc);
-    }
-
-    ret = ibv_start_poll(cq->cq, &attr);
-    if (ret == ENOENT) {
-        return 0;
-    } else if (tm_unlikely(ret != 0)) {
-        /* No batch was started: end_poll must not be called (mlx5 has
-         * released its lock) */
-        return tm_verbs_poll_error(cq, "ibv_start_poll", ret);
-    }
 
     for (;;) {
         tm_verbs_wc_read_inline(cq->cq, &wc[count++]);
@@ -270,6 +254,29 @@ int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
 
     ibv_end_poll(cq->cq);
     return count;
+}
+
+/* Most polls find nothing: that path stays short */
+int tm_dev_poll_cq(tm_dev_cq_t *cq, int max, tm_dev_wc_t *wc)
+{
+    struct ibv_poll_cq_attr attr = {0};
+    int ret;
+
+    if (tm_unlikely((max <= 0) || (cq->err != 0))) {
+        return (max <= 0) ? 0 : tm_verbs_poll_err_take(cq);
+    } else if (!cq->tm) {
+        return tm_verbs_poll_cq_plain(cq, max, wc);
+    }
+
+    ret = ibv_start_poll(cq->cq, &attr);
+    if (ret == ENOENT) {
+        return 0;
+    } else if (tm_unlikely(ret != 0)) {
+        /* No batch was started: end_poll must not be called (mlx5 has
+         * released its lock) */
+        return tm_verbs_poll_error(cq, "ibv_start_poll", ret);
+    }
+    return tm_verbs_poll_batch(cq, max, wc);
 }
 
 

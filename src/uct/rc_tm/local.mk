@@ -34,8 +34,11 @@ uctmodule_LTLIBRARIES = src/uct/rc_tm/libuct_rc_tm.la
 src_uct_rc_tm_libuct_rc_tm_la_SOURCES  = src/uct/rc_tm/rc_tm_component.c
 src_uct_rc_tm_libuct_rc_tm_la_CPPFLAGS = $(src_uct_rc_tm_libuct_rc_tm_core_la_CPPFLAGS)
 src_uct_rc_tm_libuct_rc_tm_la_LIBADD   = src/uct/rc_tm/libuct_rc_tm_core.la $(UCX_LIBS)
+# -Bsymbolic-functions: the module's calls to its own functions (the
+# device layer's poll and post, the matcher) are direct, not through the
+# PLT; nothing interposes them
 src_uct_rc_tm_libuct_rc_tm_la_LDFLAGS  = -version-info 0:0:0 -no-undefined \
-	-Wl,--no-as-needed
+	-Wl,--no-as-needed -Wl,-Bsymbolic-functions
 
 # The same module, built as if for another UCX minor version: the version
 # guard test loads it into this UCX and expects it to register nothing.

@@ -14,9 +14,11 @@ static ucs_config_field_t uct_rc_tm_iface_config_table[] = {
      ucs_offsetof(uct_rc_tm_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"SEG_SIZE", "8k",
+    {"SEG_SIZE", "8256",
      "Largest active message or tagged eager message sent by copy; also the\n"
-     "size of each untagged receive buffer.",
+     "size of each untagged receive buffer. The default holds an 8 KiB\n"
+     "message with its headers, as UCX's shared memory segments do (UCP\n"
+     "sends larger tagged messages by rendezvous).",
      ucs_offsetof(uct_rc_tm_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "4096",

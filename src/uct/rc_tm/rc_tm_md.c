@@ -130,9 +130,20 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "          itself and the engine stands aside. Idle, the engine spins\n"
      "          briefly, then sleeps until a peer or the local software\n"
      "          rings its doorbell. Pays off where the engine has a core of\n"
-     "          its own.",
+     "          its own, and where it has none it stands aside\n"
+     "          (SOFT_ENGINE_ASIDE).",
      ucs_offsetof(uct_rc_tm_md_config_t, soft_progress),
      UCS_CONFIG_TYPE_ENUM(uct_rc_tm_soft_progress_names)},
+
+    {"SOFT_ENGINE_ASIDE", "y",
+     "Software NIC only, with SOFT_PROGRESS=thread: the engine looks every\n"
+     "10 ms at the CPUs the process may run on and at the threads that want\n"
+     "them, and where it has no CPU of its own (busy ranks take them all) it\n"
+     "stands aside: the device works in the polls, as with inline progress,\n"
+     "until a CPU is free again. A NIC never takes the application's cores.\n"
+     "With \"n\" the engine always works.",
+     ucs_offsetof(uct_rc_tm_md_config_t, soft_engine_aside),
+     UCS_CONFIG_TYPE_BOOL},
 
     {"SOFT_TM_MAX_SGE", "2",
      "Software NIC only: scatter entries a tag-matching list entry takes\n"
@@ -537,6 +548,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
     attr.max_inline        = uct_rc_tm_md_tx_inline(config, &info);
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;
+    attr.soft_engine_aside = config->soft_engine_aside;
     attr.soft_tm_max_sge   = config->soft_tm_max_sge;
     attr.soft_no_connect_to_srq = !config->soft_connect_to_srq;
     attr.soft_hold_match        = config->soft_hold_match;

@@ -47,6 +47,9 @@ typedef struct uct_rc_tm_md_config {
     int                      soft_progress;    /* soft device: inline or
                                                   its engine thread
                                                   (TM_DEV_SOFT_PROGRESS_*) */
+    int                      soft_engine_aside; /* soft device, thread
+                                                 progress: stands aside
+                                                 without a CPU of its own */
     unsigned                 soft_tm_max_sge;  /* soft device: scatter
                                                   entries of a list entry */
     int                      soft_connect_to_srq; /* soft device: offer

@@ -20,6 +20,7 @@ test_gtest_dev_test_soft_SOURCES = \
 	test/gtest/dev/test_soft_pkey.cc \
 	test/gtest/dev/test_soft_async.cc \
 	test/gtest/dev/test_soft_engine.cc \
+	test/gtest/dev/test_soft_aside.cc \
 	test/gtest/dev/test_soft_park.cc \
 	test/gtest/dev/test_soft_rdma.cc \
 	test/gtest/dev/test_soft_scatter.cc \

@@ -158,6 +158,35 @@ TEST_F(soft_order, fin_poll_completes_the_send_on_its_own_cq)
     expect_send(wc, 13);
 }
 
+/* A NIC's acknowledgement comes back once the responder took the SEND:
+ * the first poll of the send CQ after that has its completion, also after
+ * unsignaled SENDs (which complete silently) and at any point of the
+ * device's own pace of looking (issue 47: a zero-copy send waited up to 16
+ * polls for it, a latency at every message UCP sends that way) */
+TEST_F(soft_order, signaled_send_completes_at_the_first_poll_after_taken)
+{
+    tm_dev_wc_t wc;
+
+    s.post_rbufs(1, 256, 700);
+    r.post_rbufs(4 * ROUNDS, 256, 800);
+    manual();
+    softnic_test_set_mode(s.dev, SOFTNIC_MODE_MANUAL);
+    for (unsigned i = 0; i < ROUNDS; ++i) {
+        unsigned unsignaled = i % 4;
+
+        for (unsigned k = 0; k < unsignaled; ++k) {
+            ASSERT_EQ(0, s.send(cs2, std::string(16, 'u'), 1, false));
+        }
+        ASSERT_EQ(0, s.send(cs2, std::string(16, 's'), 50 + i));
+        for (unsigned k = 0; k <= unsignaled; ++k) {
+            ASSERT_EQ(0, softnic_test_step_arrival(cr2));
+        }
+        ASSERT_EQ(1, tm_dev_poll_cq(scq, 1, &wc)) << "round " << i;
+        expect_send(wc, 50 + i);
+        ASSERT_EQ(unsignaled + 1, drain(r).size());
+    }
+}
+
 /* Both engines at work, one CQ: the SEND comes first, every time */
 TEST_F(soft_order_engine, one_cq_send_completes_before_its_fin)
 {
