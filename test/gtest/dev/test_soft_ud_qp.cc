@@ -160,7 +160,12 @@ TEST_P(soft_ud_qp, longer_than_the_mtu_fails_and_the_qp_enters_sqe)
     EXPECT_EQ(IBV_QPS_SQE, s.state());
     EXPECT_EQ(0u, quiet(r, 0.1)) << "a send of a QP in SQE went out";
 
-    ASSERT_EQ(0, r.send(back, s.qp->qp_num, 21, "to a QP in SQE", 0));
+    /* (sent from past r's receive buffer; one CQ per side: r's send
+     * completes there too) */
+    ASSERT_EQ(0, r.send(back, s.qp->qp_num, 21, "to a QP in SQE", 16384));
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(21u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
     ASSERT_TRUE(next(s, &wc));
     EXPECT_EQ(IBV_WC_SUCCESS, wc.status) << "receives stop in SQE";
     EXPECT_EQ(2u, wc.wr_id);
@@ -172,6 +177,8 @@ TEST_P(soft_ud_qp, longer_than_the_mtu_fails_and_the_qp_enters_sqe)
     ASSERT_EQ(0, s.send(ah, r.qp->qp_num, 13, "recovered", 0));
     ASSERT_NO_FATAL_FAILURE(expect_sent(13));
     ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(1u, wc.wr_id);
+    EXPECT_EQ(IBV_WC_RECV, wc.opcode);
     EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
     EXPECT_EQ("recovered", std::string(r.at(kGrh), 9));
 }

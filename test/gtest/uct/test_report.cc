@@ -82,14 +82,16 @@ protected:
         }
     }
 
-    /* Closes everything and returns what was printed meanwhile */
+    /* Closes the interfaces (which print their reports) and returns what
+     * was printed meanwhile; the md stays until the test's buffers are
+     * deregistered */
     std::string close_and_capture()
     {
         EXPECT_EQ(nullptr, getenv("UCX_LOG_FILE"))
                 << "the report goes to UCX_LOG_FILE, not stdout";
         stdout_capture capture;
         EXPECT_TRUE(capture.ok());
-        close();
+        close_ifaces();
         return capture.text();
     }
 

@@ -364,10 +364,15 @@ static void close_entity(entity &e, size_t rx_headroom)
     }
 }
 
-void uct_fixture::close()
+void uct_fixture::close_ifaces()
 {
     close_entity(m_sender, m_rx_headroom);
     close_entity(m_receiver, m_rx_headroom);
+}
+
+void uct_fixture::close()
+{
+    close_ifaces();
     if (m_md != nullptr) {
         uct_md_close(m_md);
         m_md = nullptr;

@@ -113,6 +113,9 @@ protected:
      * UCS_ERR_CANCELED), so completions on the test's stack must outlive
      * this call */
     void destroy_eps(entity &e);
+    /* Closes both entities (endpoints, interfaces, workers): the md stays,
+     * for the memory the test registered with it */
+    void close_ifaces();
     void close();
 
     void progress();
