@@ -5,7 +5,7 @@
  * costs at least one such transfer (the line the sender wrote, read by the
  * receiver), and how much the CPU charges for it (one L3 domain or two)
  * decides how much of rc_tm's and sm's latency is the line and how much
- * their instructions (docs/performance.md).
+ * their instructions (docs/one-host.md).
  *
  *   line_pingpong [-a cpu] [-b cpu] [-n round trips]
  *
