@@ -467,6 +467,14 @@ static inline sn_qp_t *sn_qp(struct ibv_qp *qp)
     return sn_container_of(qp, sn_qp_t, ibv);
 }
 
+/* A send completes with an entry when asked, or always on a QP created
+ * with sq_sig_all (mlx5 ORs its CQ_UPDATE bit into every WQE) */
+static inline bool sn_wr_signaled(const sn_qp_t *qp,
+                                  const struct ibv_send_wr *wr)
+{
+    return qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+}
+
 static inline sn_context_t *sn_qp_ctx(const sn_qp_t *qp)
 {
     return sn_ctx(qp->ibv.context);

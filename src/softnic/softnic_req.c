@@ -353,7 +353,7 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
 
     wqe->wr_id      = wr->wr_id;
     wqe->opcode     = (uint8_t)wr->opcode;
-    wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->signaled   = sn_wr_signaled(qp, wr);
     wqe->solicited  = (wr->send_flags & IBV_SEND_SOLICITED) ?
                       SN_REC_F_SOLICITED : 0;
     wqe->state      = SN_WQE_QUEUED;
@@ -425,7 +425,7 @@ static inline bool sn_post_inline_direct(sn_qp_t *qp,
                      SN_REC_F_SOLICITED : 0), wr->imm_data);
     wqe->wr_id      = wr->wr_id;
     wqe->opcode     = (uint8_t)wr->opcode;
-    wqe->signaled   = !!(wr->send_flags & IBV_SEND_SIGNALED);
+    wqe->signaled   = sn_wr_signaled(qp, wr);
     wqe->state      = SN_WQE_SENT;
     wqe->status     = IBV_WC_SUCCESS;
     wqe->byte_len   = (uint32_t)len;

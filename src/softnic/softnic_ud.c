@@ -541,7 +541,7 @@ int sn_ud_post_send(sn_qp_t *qp, struct ibv_send_wr *wr,
         wqe           = sn_sq_wqe(qp, qp->sq_tail++);
         wqe->wr_id    = wr->wr_id;
         wqe->opcode   = (uint8_t)wr->opcode;
-        wqe->signaled = !!(wr->send_flags & IBV_SEND_SIGNALED);
+        wqe->signaled = sn_wr_signaled(qp, wr);
         wqe->byte_len = len;
         qp->sig_pending += wqe->signaled;
         status        = (qp->ibv.state == IBV_QPS_RTS) ?

@@ -353,7 +353,8 @@ ucs_status_t uct_rc_tm_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                      "am_zcopy header");
 
     return uct_rc_tm_ep_send_zcopy(ep, IBV_TMH_NO_TAG, id, 0, 0, 0, header,
-                                   header_length, iov, comp);
+                                   header_length,
+                                   uct_rc_tm_iov_data(iov, iovcnt), comp);
 }
 
 
@@ -451,8 +452,9 @@ ucs_status_t uct_rc_tm_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_IOV_SIZE(iovcnt, iface->cap.put.max_iov, "put_zcopy");
     UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
                      iface->cap.put.max_zcopy, "put_zcopy");
-    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_WRITE, iov, remote_addr,
-                                  rkey, comp);
+    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_WRITE,
+                                  uct_rc_tm_iov_data(iov, iovcnt),
+                                  remote_addr, rkey, comp);
 }
 
 ucs_status_t uct_rc_tm_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
@@ -466,8 +468,9 @@ ucs_status_t uct_rc_tm_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt),
                      iface->cap.get.min_zcopy, iface->cap.get.max_zcopy,
                      "get_zcopy");
-    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_READ, iov, remote_addr,
-                                  rkey, comp);
+    return uct_rc_tm_ep_rma_zcopy(ep, IBV_WR_RDMA_READ,
+                                  uct_rc_tm_iov_data(iov, iovcnt),
+                                  remote_addr, rkey, comp);
 }
 
 ucs_status_t uct_rc_tm_ep_get_bcopy(uct_ep_h tl_ep,
@@ -560,7 +563,8 @@ ucs_status_t uct_rc_tm_ep_tag_eager_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
                      iface->cap.tag.eager.max_zcopy, "tag_eager_zcopy");
 
     return uct_rc_tm_ep_send_zcopy(ep, IBV_TMH_EAGER, imm >> 32, tag, imm,
-                                   imm != 0, NULL, 0, iov, comp);
+                                   imm != 0, NULL, 0,
+                                   uct_rc_tm_iov_data(iov, iovcnt), comp);
 }
 
 ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
@@ -604,6 +608,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
 
     uct_rc_tm_fill_tmh(tmh, IBV_TMH_RNDV, ((uint32_t)op->gen << 16) | index,
                        tag);
+    iov       = uct_rc_tm_iov_data(iov, iovcnt);
     rvh->va   = htobe64((uintptr_t)iov->buffer);
     rvh->rkey = htobe32(uct_rc_tm_memh_rkey(iov->memh));
     rvh->len  = htobe32(length);

@@ -192,6 +192,18 @@ static UCS_F_ALWAYS_INLINE uint32_t uct_rc_tm_memh_rkey(uct_mem_h memh)
            ((const uct_rc_tm_mem_t*)memh)->rkey;
 }
 
+/* The data of a zero-copy operation: rc_tm takes one iov, and "if iovcnt is
+ * zero, the data is considered empty" (uct.h), so then an empty one */
+static UCS_F_ALWAYS_INLINE const uct_iov_t *
+uct_rc_tm_iov_data(const uct_iov_t *iov, size_t iovcnt)
+{
+    static const uct_iov_t empty = { .buffer = NULL, .length = 0,
+                                     .memh = UCT_MEM_HANDLE_NULL,
+                                     .stride = 0, .count = 1 };
+
+    return ucs_likely(iovcnt != 0) ? iov : &empty;
+}
+
 /* Counters (rc_tm_counters.c): an md's start at 0 and count in the
  * process-wide totals until it closes */
 void uct_rc_tm_md_stats_open(uct_rc_tm_md_t *md);

@@ -192,6 +192,7 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
                                             uct_tag_context_t *ctx)
 {
     uct_rc_tm_iface_t *iface = ucs_derived_of(tl_iface, uct_rc_tm_iface_t);
+    const uct_iov_t *data    = uct_rc_tm_iov_data(iov, iovcnt);
     uct_rc_tm_recv_t *recv;
     khiter_t it;
     int ret;
@@ -218,11 +219,17 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
         return UCS_ERR_ALREADY_EXISTS;
     }
 
-    it = kh_put(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)iov->buffer, &ret);
-    if (ucs_unlikely(ret == 0)) {
-        return UCS_ERR_ALREADY_EXISTS;
-    } else if (ucs_unlikely(ret < 0)) {
-        return UCS_ERR_NO_MEMORY;
+    /* A buffer posted twice is refused, as rc_mlx5 refuses it; receives
+     * with no data have no buffer to share */
+    it = kh_end(&iface->tm.bufs);
+    if (data->buffer != NULL) {
+        it = kh_put(uct_rc_tm_bufs, &iface->tm.bufs, (uintptr_t)data->buffer,
+                    &ret);
+        if (ucs_unlikely(ret == 0)) {
+            return UCS_ERR_ALREADY_EXISTS;
+        } else if (ucs_unlikely(ret < 0)) {
+            return UCS_ERR_NO_MEMORY;
+        }
     }
 
     recv = ucs_mpool_get_inline(&iface->tm.recv_mp);
@@ -237,9 +244,9 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     }
 
     recv->ctx       = ctx;
-    recv->buffer    = iov->buffer;
-    recv->length    = uct_iov_get_length(iov);
-    recv->lkey      = uct_rc_tm_memh_lkey(iov->memh);
+    recv->buffer    = data->buffer;
+    recv->length    = uct_iov_get_length(data);
+    recv->lkey      = uct_rc_tm_memh_lkey(data->memh);
     recv->bounce    = NULL;
     recv->flags     = UCT_RC_TM_RECV_POSTED;
     recv->refs      = 1; /* the device entry or the software list */
@@ -278,7 +285,9 @@ ucs_status_t uct_rc_tm_iface_tag_recv_zcopy(uct_iface_h tl_iface,
     return UCS_OK;
 
 err_no_memory:
-    kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+    if (it != kh_end(&iface->tm.bufs)) {
+        kh_del(uct_rc_tm_bufs, &iface->tm.bufs, it);
+    }
     return UCS_ERR_NO_MEMORY;
 }
 

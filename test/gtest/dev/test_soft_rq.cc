@@ -66,9 +66,11 @@ struct side {
 
     /* A QP receiving into its own queue (srq_ == nullptr) or srq_ */
     struct ibv_qp *create_qp(uint32_t recv_wr, uint32_t recv_sge,
-                             struct ibv_srq *srq_ = nullptr) {
+                             struct ibv_srq *srq_ = nullptr,
+                             int sq_sig_all = 0) {
         struct ibv_qp_init_attr init;
         memset(&init, 0, sizeof(init));
+        init.sq_sig_all       = sq_sig_all;
         init.send_cq          = ibv_cq_ex_to_cq(cq);
         init.recv_cq          = ibv_cq_ex_to_cq(cq);
         init.srq              = srq_;
@@ -110,6 +112,23 @@ struct side {
         wr.num_sge    = 1;
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.imm_data   = htobe32(imm_data);
+        return ibv_post_send(qp, &wr, &bad);
+    }
+
+    /* A request of 16 bytes from off, with the flags given: a SEND, or an
+     * RDMA WRITE to the peer's arena at its offset 4096 */
+    int post(uint64_t wr_id, enum ibv_wr_opcode opcode, unsigned flags,
+             size_t off, const side &peer) {
+        struct ibv_sge sge = { (uintptr_t)at(off), 16, mr->lkey };
+        struct ibv_send_wr wr, *bad = nullptr;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id               = wr_id;
+        wr.opcode              = opcode;
+        wr.sg_list             = &sge;
+        wr.num_sge             = 1;
+        wr.send_flags          = flags;
+        wr.wr.rdma.remote_addr = (uintptr_t)peer.arena.data() + 4096;
+        wr.wr.rdma.rkey        = peer.mr->rkey;
         return ibv_post_send(qp, &wr, &bad);
     }
 
@@ -237,6 +256,66 @@ TEST_P(soft_rq, sends_complete_into_posted_receives)
         EXPECT_EQ(IBV_WC_SEND, wc.opcode);
         EXPECT_EQ(id, wc.wr_id);
     }
+}
+
+/* A QP created with sq_sig_all completes every request, asked or not, as
+ * mlx5 ORs CQ_UPDATE into each of its WQEs (providers/mlx5, verbs.c and
+ * qp.c: sq_signal_bits); without it only those asked complete */
+TEST_P(soft_rq, sq_sig_all_completes_every_request)
+{
+    s.qp = s.create_qp(16, 2, nullptr, 1);
+    ASSERT_NE(nullptr, s.qp);
+    r.qp = r.create_qp(16, 2);
+    ASSERT_NE(nullptr, r.qp);
+    ASSERT_EQ(0, connect_qp(s.qp, r.ctx, r.qp->qp_num, 1, 7));
+    ASSERT_EQ(0, connect_qp(r.qp, s.ctx, s.qp->qp_num, 1, 7));
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    ASSERT_EQ(0, softnic_query_qp(s.qp, &attr, IBV_QP_STATE, &init));
+    EXPECT_EQ(1, init.sq_sig_all);
+
+    ASSERT_EQ(0, r.post_recv(11, {{0, 64}}));
+    ASSERT_EQ(0, r.post_recv(12, {{64, 64}}));
+    ASSERT_EQ(0, s.post(1, IBV_WR_SEND, IBV_SEND_INLINE, 0, r));
+    ASSERT_EQ(0, s.post(2, IBV_WR_SEND, 0, 16, r));
+    ASSERT_EQ(0, s.post(3, IBV_WR_RDMA_WRITE, 0, 32, r));
+
+    const enum ibv_wc_opcode opcode[] = { IBV_WC_SEND, IBV_WC_SEND,
+                                          IBV_WC_RDMA_WRITE };
+    struct ibv_wc wc;
+    for (uint64_t id = 1; id <= 3; ++id) {
+        ASSERT_TRUE(next(s, &wc)) << "request " << id;
+        EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+        EXPECT_EQ(opcode[id - 1], wc.opcode);
+        EXPECT_EQ(id, wc.wr_id);
+    }
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(11u, wc.wr_id);
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(12u, wc.wr_id);
+}
+
+TEST_P(soft_rq, without_sq_sig_all_only_requests_asked_complete)
+{
+    ASSERT_NO_FATAL_FAILURE(pair());
+    ASSERT_EQ(0, r.post_recv(11, {{0, 64}}));
+    ASSERT_EQ(0, r.post_recv(12, {{64, 64}}));
+    ASSERT_EQ(0, s.post(1, IBV_WR_SEND, IBV_SEND_INLINE, 0, r));
+    ASSERT_EQ(0, s.post(2, IBV_WR_SEND, 0, 16, r));
+    ASSERT_EQ(0, s.post(3, IBV_WR_RDMA_WRITE, IBV_SEND_SIGNALED, 32, r));
+
+    /* completions come in order: the first one is the request asked */
+    struct ibv_wc wc;
+    ASSERT_TRUE(next(s, &wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+    EXPECT_EQ(3u, wc.wr_id);
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(11u, wc.wr_id);
+    ASSERT_TRUE(next(r, &wc));
+    EXPECT_EQ(12u, wc.wr_id);
+    s.poll();
+    EXPECT_TRUE(s.wcs.empty());
 }
 
 /* An RDMA WRITE with immediate writes its data where it says and takes a

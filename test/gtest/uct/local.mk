@@ -7,6 +7,7 @@ test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/uct_fixture.cc \
 	test/gtest/uct/test_component.cc \
 	test/gtest/uct/test_am_rma.cc \
+	test/gtest/uct/test_empty_iov.cc \
 	test/gtest/uct/test_params.cc \
 	test/gtest/uct/test_tag.cc \
 	test/gtest/uct/test_tag_rndv_request.cc \
