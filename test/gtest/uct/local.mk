@@ -4,6 +4,7 @@ check_PROGRAMS += test/gtest/uct/test_uct
 TESTS          += test/gtest/uct/test_uct
 test_gtest_uct_test_uct_SOURCES = \
 	test/gtest/uct/uct_fixture.h \
+	test/gtest/uct/uct_component.h \
 	test/gtest/uct/uct_fixture.cc \
 	test/gtest/uct/test_component.cc \
 	test/gtest/uct/test_am_rma.cc \
