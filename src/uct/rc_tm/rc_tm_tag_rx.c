@@ -289,8 +289,8 @@ static void uct_rc_tm_tag_data_done(uct_rc_tm_iface_t *iface,
 
     if (ucs_likely(status == UCS_OK)) {
         if (recv->bounce != NULL) {
-            memcpy(recv->buffer, uct_rc_tm_recv_dev_buffer(iface, recv),
-                   length);
+            uct_rc_tm_copy(recv->buffer,
+                           uct_rc_tm_recv_dev_buffer(iface, recv), length);
         }
         if (ucs_unlikely(wc->byte_len > recv->length)) {
             uct_rc_tm_stat(iface, UCT_RC_TM_STAT_RX_TRUNCATED);
@@ -577,7 +577,7 @@ uct_rc_tm_tag_sw_match(uct_rc_tm_iface_t *iface, uct_rc_tm_recv_t *recv,
                            UCT_TAG_RECV_CB_INLINE_DATA);
         uct_rc_tm_recv_put(iface, recv);
     } else {
-        memcpy(recv->buffer, tmh + 1, ucs_min(length, recv->length));
+        uct_rc_tm_copy(recv->buffer, tmh + 1, ucs_min(length, recv->length));
         uct_rc_tm_tag_complete_recv(iface, recv, tag, imm,
                                     ucs_min(length, recv->length),
                                     (length > recv->length) ?
