@@ -46,8 +46,22 @@ listening() {
 
 # Runs server "$@" in the background and the client "$@" HOST once the
 # server listens; both outputs in $tmp/server.out, $tmp/client.out, both
-# statuses in $server_rc, $client_rc
+# statuses in $server_rc, $client_rc.  A port free when picked may be taken
+# before the server binds it (make check runs other programs beside): a
+# server that could not listen (the tools' "Couldn't listen to port") runs
+# again on another port, up to 3 times.
 run_pair() {
+    for attempt in 1 2 3; do
+        run_pair_once "$@"
+        if [ "$server_rc" -eq 0 ] ||
+           ! grep -q "Couldn't listen to port" "$tmp/server.out"; then
+            break
+        fi
+        echo "  port $port was taken before the server bound it (attempt $attempt)"
+    done
+}
+
+run_pair_once() {
     port=$(free_port)
     LD_PRELOAD=$ipose timeout "$tmo" "$@" -p "$port" > "$tmp/server.out" 2>&1 &
     spid=$!
