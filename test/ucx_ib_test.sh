@@ -71,49 +71,15 @@ check() { # name, command...
     fi
 }
 
-# A TCP port nobody listens on now
-free_port() {
-    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Whether something listens on TCP port $1 (/proc/net/tcp{,6}: state 0A)
-listening() {
-    hex=$(printf ':%04X' "$1")
-    awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
-                     END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+# free_port, listening, server_client
+. "$srcdir/test/server_client.sh"
 
 # ucx_perftest server and client with arguments "$@"; the environment of
-# both: LD_PRELOAD=$preload; outputs in $tmp/server.out and client.out.  A
-# port free when picked may be taken before the server binds it (make check
-# runs other programs beside): a server whose bind failed runs again on
-# another port, up to 3 times.
+# both: LD_PRELOAD=$preload; outputs in $tmp/server.out and client.out
 perf() {
-    for attempt in 1 2 3; do
-        perf_run "$@"
-        if [ "$server_rc" -eq 0 ] ||
-           ! grep -q 'bind() failed' "$tmp/server.out"; then
-            break
-        fi
-        echo "  port $port was taken before the server bound it (attempt $attempt)"
-    done
+    # shellcheck disable=SC2086
+    server_client "$preload" 'bind() failed' "$perftest" $mpi_off "$@"
     perf_result
-}
-
-perf_run() {
-    port=$(free_port)
-    LD_PRELOAD=$preload timeout "$tmo" "$perftest" $mpi_off -p "$port" "$@" \
-        > "$tmp/server.out" 2>&1 &
-    spid=$!
-    while ! listening "$port"; do
-        kill -0 "$spid" 2>/dev/null || break
-        sleep 0.05
-    done
-    client_rc=0
-    LD_PRELOAD=$preload timeout "$tmo" "$perftest" $mpi_off -p "$port" "$@" \
-        127.0.0.1 > "$tmp/client.out" 2>&1 || client_rc=$?
-    server_rc=0
-    wait "$spid" || server_rc=$?
 }
 
 perf_result() {

@@ -31,57 +31,15 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# A TCP port nobody listens on now (the tools exchange addresses over TCP)
-free_port() {
-    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Whether something listens on TCP port $1 (/proc/net/tcp{,6}: state 0A);
-# a probe connection would be taken for the client
-listening() {
-    hex=$(printf ':%04X' "$1")
-    awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
-                     END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-
-# Runs server "$@" in the background and the client "$@" HOST once the
-# server listens; both outputs in $tmp/server.out, $tmp/client.out, both
-# statuses in $server_rc, $client_rc.  A port free when picked may be taken
-# before the server binds it (make check runs other programs beside): a
-# server that could not listen (the tools' "Couldn't listen to port") runs
-# again on another port, up to 3 times.
-run_pair() {
-    for attempt in 1 2 3; do
-        run_pair_once "$@"
-        if [ "$server_rc" -eq 0 ] ||
-           ! grep -q "Couldn't listen to port" "$tmp/server.out"; then
-            break
-        fi
-        echo "  port $port was taken before the server bound it (attempt $attempt)"
-    done
-}
-
-run_pair_once() {
-    port=$(free_port)
-    LD_PRELOAD=$ipose timeout "$tmo" "$@" -p "$port" > "$tmp/server.out" 2>&1 &
-    spid=$!
-    while ! listening "$port"; do
-        if ! kill -0 "$spid" 2>/dev/null; then break; fi
-        sleep 0.05
-    done
-    client_rc=0
-    LD_PRELOAD=$ipose timeout "$tmo" "$@" -p "$port" 127.0.0.1 \
-        > "$tmp/client.out" 2>&1 || client_rc=$?
-    server_rc=0
-    wait "$spid" || server_rc=$?
-}
+# free_port, listening, server_client
+. "$(dirname "$0")/server_client.sh"
 
 # name, regex of the result line, which sides print it (both, client), command...
 pair() {
     name=$1 result=$2 sides=$3
     shift 3
     echo "run: $* (server and client, LD_PRELOAD=$ipose)"
-    run_pair "$@"
+    server_client "$ipose" "Couldn't listen to port" "$@"
     ok=1
     [ "$server_rc" -eq 0 ] || { ok=0; echo "  server exited $server_rc"; }
     [ "$client_rc" -eq 0 ] || { ok=0; echo "  client exited $client_rc"; }
@@ -135,7 +93,7 @@ pt_result() { # size iterations
 }
 iters=20
 path=
-run_pair ib_send_bw -d "$dev" -x 0 -s 2 -n "$iters"
+server_client "$ipose" "Couldn't listen to port" ib_send_bw -d "$dev" -x 0 -s 2 -n "$iters"
 if grep -q 'Failed to query device capabilities' "$tmp/server.out"; then
     path=--use_old_post_send
     echo "NOT RUN (this perftest asks mlx5dv, which only mlx5 answers): perftest's ibv_wr_* path; the tools run with $path"

@@ -37,7 +37,7 @@ EXTRA_DIST += test/interpose/softnic_verbs.map \
 # test/softnic_dev_node.sh provides the device node UCX looks for
 TESTS      += test/verbs_tools_test.sh test/tag_matching_test.sh \
 	test/ucx_ib_test.sh
-EXTRA_DIST += test/verbs_tools_test.sh test/tag_matching_test.sh \
+EXTRA_DIST += test/verbs_tools_test.sh test/server_client.sh test/tag_matching_test.sh \
 	test/ucx_ib_test.sh test/softnic_dev_node.sh
 
 # The interposer as a program linked against libibverbs alone sees it (it
