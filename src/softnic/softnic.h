@@ -125,7 +125,7 @@ enum ibv_fork_status softnic_is_fork_initialized(void);
  * softnic_get_cq_event fails with EAGAIN); one event per armed CQ
  * (ibv_req_notify_cq) when a completion, or with solicited_only a
  * solicited or failed one, is added.  A CQ with a channel runs the
- * device's work on its engine thread (docs/soft-device.md).
+ * device's work on its engine thread (docs/soft-device-datapath.md).
  * softnic_destroy_cq waits until the events read were acknowledged, as
  * libibverbs' does. */
 struct ibv_comp_channel *softnic_create_comp_channel(struct ibv_context *context);

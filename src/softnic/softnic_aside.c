@@ -1,6 +1,6 @@
 /*
  * Software NIC: the engine stands aside where it has no CPU of its own
- * (SOFTNIC_ENGINE_ASIDE_AUTO; docs/soft-device.md, The engine).
+ * (SOFTNIC_ENGINE_ASIDE_AUTO; docs/soft-device-datapath.md, The engine).
  *
  * A NIC works beside the CPUs that post to it; the engine only beside
  * whatever else runs.  Where the threads that want a CPU (ranks that poll

@@ -1,6 +1,6 @@
 /*
  * Software NIC: completion channels and the arming of CQs
- * (softnic_channel.c; docs/soft-device.md, "Completion channels").
+ * (softnic_channel.c; docs/soft-device-datapath.md, "Completion channels").
  */
 #ifndef SOFTNIC_CHANNEL_H_
 #define SOFTNIC_CHANNEL_H_

@@ -1,7 +1,7 @@
 /*
  * Software NIC: the device's engine thread (SOFTNIC_PROGRESS_THREAD), its
- * doorbell and the device lock (softnic_engine.c; docs/soft-device.md,
- * "The engine").  Included by softnic_int.h.
+ * doorbell and the device lock (softnic_engine.c;
+ * docs/soft-device-datapath.md, "The engine").  Included by softnic_int.h.
  *
  * Inline (the default), none of this runs: the work is done in the polls
  * of the CQs, the lock is never taken, and a doorbell is rung only at a

@@ -1,8 +1,9 @@
 /*
  * Software NIC: the inbound ring, consumer side (the responder's look at
  * it), and which QPs a poll looks at: the rings of an SRQ's active QPs and
- * the send queues of a CQ's busy ones (softnic_park.c; docs/soft-device.md,
- * "What a poll looks at").  Included by softnic_int.h.
+ * the send queues of a CQ's busy ones (softnic_park.c;
+ * docs/soft-device-datapath.md, "What a poll looks at").  Included by
+ * softnic_int.h.
  */
 #ifndef SOFTNIC_RING_H_
 #define SOFTNIC_RING_H_

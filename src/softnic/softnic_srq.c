@@ -1,7 +1,7 @@
 /*
  * Software NIC: the TM-SRQ.  Untagged buffers, list operations (posted,
  * then processed in order by the OP stage), the matching list and phase
- * synchronisation (docs/soft-device.md; the rules are those of
+ * synchronisation (docs/soft-device-datapath.md; the rules are those of
  * shared/notes/tm-device-semantics.md), and the engine that runs the
  * stages in SOFTNIC_MODE_AUTO.
  *

@@ -2,9 +2,9 @@
  * What was posted is carried out without its poster's help, as a NIC does:
  * sends that wait for room in the peer's ring are taken by the peer's
  * device while the sender makes no call, and a FIN that waits for room
- * goes out before the receive it answers completes (docs/soft-device.md,
- * "Sends that wait for room").  The sender here is never polled until the
- * receiver is done.
+ * goes out before the receive it answers completes
+ * (docs/soft-device-datapath.md, "Sends that wait for room").  The sender
+ * here is never polled until the receiver is done.
  */
 #include "soft_fixture.h"
 

@@ -369,7 +369,7 @@ TEST_P(soft_channel, cq_without_channel_arms)
 }
 
 /* The device's work runs on its engine once a channel exists: completions
- * come while nothing polls (docs/soft-device.md) */
+ * come while nothing polls (docs/soft-device-datapath.md) */
 TEST_P(soft_channel, a_channel_puts_the_device_on_its_engine)
 {
     struct softnic_dv_attr dv;
