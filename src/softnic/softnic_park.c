@@ -5,7 +5,7 @@
  * rings, one per inbound QP, and its send completions by looking at send
  * queues, while an MPI rank talks to every other rank of its node: a look
  * at every ring and every send queue on every poll cost 1.97 us a message
- * between two ranks of 34 (sm: 0.21; docs/performance.md).  So:
+ * between two ranks of 34 (sm: 0.21; docs/performance-analysis.md).  So:
  *
  *  - Rings.  An SRQ's run looks only at its active QPs.  One whose ring
  *    stayed empty for SN_PARK_RUNS runs, of an SRQ with more than
