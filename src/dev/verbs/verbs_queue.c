@@ -149,15 +149,16 @@ static TM_ALWAYS_INLINE void tm_verbs_wc_read_inline(struct ibv_cq_ex *cq,
     }
     if (wc->opcode != IBV_WC_TM_RECV) {
         return;
+    } else if (!(wc->wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID))) {
+        /* mlx5 reports a tagged message that matched nothing as TM_RECV
+         * with neither MATCH nor DATA_VALID.  The interface reports it as
+         * what it is: the whole message in an untagged SRQ buffer, its tag
+         * in the header there (the CQE's tag means nothing) */
+        wc->opcode = IBV_WC_RECV;
+        return;
     }
 
     ibv_wc_read_tm_info(cq, &wc->tm_info);
-    if (!(wc->wc_flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID))) {
-        /* mlx5 reports a tagged message that matched nothing as TM_RECV
-         * with neither MATCH nor DATA_VALID.  The interface reports it as
-         * what it is: the whole message in an untagged SRQ buffer. */
-        wc->opcode = IBV_WC_RECV;
-    }
 }
 
 void tm_verbs_wc_read(struct ibv_cq_ex *cq, tm_dev_wc_t *wc)

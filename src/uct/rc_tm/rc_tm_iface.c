@@ -667,6 +667,7 @@ static UCS_CLASS_INIT_FUNC(uct_rc_tm_iface_t, uct_md_h tl_md,
                                   self->rx.headroom;
     self->rx.release_desc.cb    = uct_rc_tm_release_desc;
     self->tx.available          = config->tx_queue_len;
+    self->tx.depth              = config->tx_queue_len;
     ucs_list_head_init(&self->tx.ctl_eps);
     kh_init_inplace(uct_rc_tm_qpn, &self->eps);
     self->cq_failed             = 0;

@@ -302,6 +302,8 @@ typedef struct uct_rc_tm_iface {
     struct {
         ucs_mpool_t           mp;       /* bcopy buffers and op records */
         int                   available;/* sends the send CQ can still take */
+        int                   depth;    /* sends it takes: all available
+                                           means none outstanding */
         ucs_list_link_t       ctl_eps;  /* endpoints with control messages
                                            waiting for credits */
     } tx;

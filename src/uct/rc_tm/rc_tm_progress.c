@@ -392,9 +392,13 @@ unsigned uct_rc_tm_iface_progress(uct_iface_h tl_iface)
     /* Send completions only when nothing was received, or sends wait for
      * them, as UCX's rc transports do: a progress call that delivered
      * messages has done its share (and the software NIC's send side runs
-     * in this poll) */
-    if ((count > 0) && ucs_arbiter_is_empty(&iface->arbiter) &&
-        ucs_list_is_empty(&iface->tx.ctl_eps)) {
+     * in this poll).  None while no send is outstanding: each holds a
+     * send CQ entry until a completion covers it, and a closing
+     * connection its entries until it is reaped. */
+    if (((count > 0) && ucs_arbiter_is_empty(&iface->arbiter) &&
+         ucs_list_is_empty(&iface->tx.ctl_eps)) ||
+        ((iface->tx.available == iface->tx.depth) &&
+         ucs_list_is_empty(&iface->closing))) {
         goto out;
     }
 

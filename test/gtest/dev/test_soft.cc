@@ -189,6 +189,48 @@ TEST_F(soft_pair, unexpected_lands_whole_in_untagged_buffer)
     EXPECT_FALSE(softnic_test_in_phase(r.srq));
 }
 
+/* An untagged buffer's key is checked when a message lands in it, as a
+ * NIC translates it then: one whose region was deregistered after the post
+ * fails the receive (LOC_PROT_ERR, the buffer consumed, nothing written),
+ * though a buffer of that region took a message before and the same memory
+ * is registered again (under another key) by then */
+TEST_F(soft_pair, untagged_buffer_deregistered_after_post_is_protection_error)
+{
+    std::vector<char> region(2048, 0x5a);
+    std::string msg = tm_msg(IBV_TMH_EAGER, 42, 7, "payload");
+    tm_dev_mr_t *mr, *again;
+    tm_dev_wc_t wc;
+
+    ASSERT_EQ(0, tm_dev_reg_mr(r.dev, region.data(), region.size(),
+                               IBV_ACCESS_LOCAL_WRITE, &mr));
+    for (unsigned i = 0; i < 2; ++i) {
+        struct ibv_sge sge = { (uintptr_t)&region[i * 1024], 1024, mr->lkey };
+        struct ibv_recv_wr wr, *bad;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id   = 100 + i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ASSERT_EQ(0, tm_dev_post_srq_recv(r.srq, &wr, &bad));
+    }
+
+    ASSERT_EQ(0, s.send(cs, msg, 1));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(100u, wc.wr_id);
+    EXPECT_EQ(msg, std::string(&region[0], msg.size()));
+
+    ASSERT_EQ(0, tm_dev_dereg_mr(r.dev, mr));
+    ASSERT_EQ(0, tm_dev_reg_mr(r.dev, region.data(), region.size(),
+                               IBV_ACCESS_LOCAL_WRITE, &again));
+    r.extra_mrs.push_back(again);
+    ASSERT_EQ(0, s.send(cs, msg, 2));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+    EXPECT_EQ(101u, wc.wr_id);
+    EXPECT_EQ(std::string(msg.size(), 0x5a),
+              std::string(&region[1024], msg.size()));
+}
+
 /* NO_TAG, FIN and messages shorter than a TMH go whole to an untagged
  * buffer, never to a listed entry.  Of them only the FIN counts as
  * unexpected, because it arrived on the receive-only QP, where no NIC's
