@@ -19,6 +19,13 @@ test_bench_ucp_deep_queue_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
 test_bench_ucp_deep_queue_LDADD    = src/uct/rc_tm/libuct_rc_tm.la $(UCX_LIBS)
 test_bench_ucp_deep_queue_LDFLAGS  = -Wl,--no-as-needed
 
+# What an empty progress call costs, counted with callgrind (docs/one-host.md)
+noinst_PROGRAMS += test/bench/ucp_idle_poll
+test_bench_ucp_idle_poll_SOURCES  = test/bench/ucp_idle_poll.c
+test_bench_ucp_idle_poll_CPPFLAGS = $(AM_CPPFLAGS) $(UCX_CFLAGS)
+test_bench_ucp_idle_poll_LDADD    = src/uct/rc_tm/libuct_rc_tm.la $(UCX_LIBS)
+test_bench_ucp_idle_poll_LDFLAGS  = -Wl,--no-as-needed
+
 # Overlap of one MPI message with computation on the receiver (Open MPI's
 # pml ucx over any transport; docs/demo.md).  Built with $(MPICC), as the
 # MPI tests are, by 'make' itself: the demo runs it.

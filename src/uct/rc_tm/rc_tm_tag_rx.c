@@ -657,7 +657,10 @@ ucs_status_t uct_rc_tm_tag_handle_unexp(uct_rc_tm_iface_t *iface,
     imm = with_imm ? (((uint64_t)be32toh(tmh->app_ctx) << 32) |
                       be32toh(wc->imm_data)) : 0;
 
-    entry = tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
+    /* A receive software holds, or one whose ADD the device had not taken
+     * when the message came, takes it; with none posted, none can */
+    entry = (tm_matcher_count(&iface->tm.matcher) == 0) ? NULL :
+            tm_matcher_peek(&iface->tm.matcher, be64toh(tmh->tag));
     if (ucs_unlikely(entry != NULL)) {
         uct_rc_tm_tag_sw_match(iface, entry->arg, wc, tmh, imm, with_imm);
         status = UCS_OK;
