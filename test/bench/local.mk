@@ -12,6 +12,12 @@ noinst_PROGRAMS += test/bench/line_pingpong
 test_bench_line_pingpong_SOURCES = test/bench/line_pingpong.c
 test_bench_line_pingpong_LDADD   = -lpthread
 
+# What the state of a ring's lines costs its producer: records released as
+# read, or handed back written (docs/one-host.md)
+noinst_PROGRAMS += test/bench/ring_lines
+test_bench_ring_lines_SOURCES = test/bench/ring_lines.c
+test_bench_ring_lines_LDADD   = -lpthread
+
 # Deep receive queues through UCP: rc_tm against posix (docs/design.md)
 noinst_PROGRAMS += test/bench/ucp_deep_queue
 test_bench_ucp_deep_queue_SOURCES  = test/bench/ucp_deep_queue.c
