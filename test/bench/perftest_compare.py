@@ -520,7 +520,8 @@ def main():
                              "ucx)")
     parser.add_argument("--halo-ranks", default="2,4", help="job sizes")
     parser.add_argument("--halo-transports", default="rc_tm,posix,sm",
-                        help="UCX_TLS values")
+                        help="UCX_TLS values (rc_tm_base: rc_tm from "
+                             "--baseline-module)")
     parser.add_argument("--halo-reference", default="sm",
                         help="ratios are against this one")
     parser.add_argument("--halo-sizes", default="1k,4k,16k,64k,256k")
@@ -556,8 +557,10 @@ def main():
                                     os.path.isfile(args.interposer)):
         parser.error("transport rc_verbs needs --interposer (the build's "
                      "test/interpose/.libs/libsoftnic_verbs.so)")
-    if ("rc_tm_base" in tls) and not (args.baseline_module and
-                                      os.path.isfile(args.baseline_module)):
+    if ("rc_tm_base" in tls + (args.halo_transports.split(",")
+                               if args.halo else [])) and \
+            not (args.baseline_module and
+                 os.path.isfile(args.baseline_module)):
         parser.error("transport rc_tm_base needs --baseline-module")
     deep = None
     if args.deep_queue:

@@ -297,7 +297,9 @@ class ManyPeers:
         return self.runs * len(self.ranks) * len(self.tls)
 
     def command(self, ranks, tl):
-        return mpirun_command(self.mpirun, self.module, tl, ranks) + \
+        module, ucx_tls = ((self.baseline, "rc_tm") if tl == "rc_tm_base"
+                           else (self.module, tl))
+        return mpirun_command(self.mpirun, module, ucx_tls, ranks) + \
             [self.program, "-R", "-r", str(self.repeat),
              "-s", str(self.size)]
 
@@ -398,6 +400,9 @@ class Halo:
     def __init__(self, args):
         self.program = os.path.abspath(args.halo)
         self.module = os.path.abspath(args.module)
+        # rc_tm_base: rc_tm from --baseline-module, as in the perftest runs
+        self.baseline = args.baseline_module and \
+            os.path.abspath(args.baseline_module)
         self.tls = args.halo_transports.split(",")
         self.reference = args.halo_reference
         self.ranks = [int(n) for n in args.halo_ranks.split(",")]
@@ -416,7 +421,9 @@ class Halo:
             len(self.sizes) * self.repeat
 
     def command(self, ranks, tl):
-        return mpirun_command(self.mpirun, self.module, tl, ranks) + \
+        module, ucx_tls = ((self.baseline, "rc_tm") if tl == "rc_tm_base"
+                           else (self.module, tl))
+        return mpirun_command(self.mpirun, module, ucx_tls, ranks) + \
             [self.program, "-R", "-r", str(self.repeat),
              "-c", str(self.cells),
              "-s", ",".join(str(size) for size in self.sizes)]
