@@ -208,7 +208,10 @@ typedef struct sn_srq_seg {
  * a record because the producer writes type 0 at the start of the next record
  * (the "terminator") before it publishes a record's type with a release
  * store; so the consumer, having acquired a record, sees 0 or a newer record
- * where the next one starts.  The ring keeps one line free for it.  head is
+ * where the next one starts.  The ring keeps one line free for it.  The
+ * consumer writes the last byte of each line of a message it took before it
+ * moves head (sn_ring_hand_back), so that the producer's next lap fetches
+ * lines written instead of invalidating ones read.  head is
  * the consumer's position, read by the producer only when it needs it (ring
  * full, send completions).  parked is the consumer's too, written only
  * when it parks the ring or takes it back (softnic_park.c), so that a
