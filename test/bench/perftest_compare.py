@@ -506,7 +506,8 @@ def main():
     parser.add_argument("--peers-ranks", default="2,34",
                         help="job sizes (ranks 2.. stay idle)")
     parser.add_argument("--peers-transports", default="rc_tm,sm",
-                        help="UCX_TLS values; ratios to the last one")
+                        help="UCX_TLS values (rc_tm_base as for --halo-"
+                             "transports); ratios to the last one")
     parser.add_argument("--peers-size", type=int, default=8)
     parser.add_argument("--peers-runs", type=int, default=3,
                         help="mpirun runs per job size and transport")
@@ -557,8 +558,9 @@ def main():
                                     os.path.isfile(args.interposer)):
         parser.error("transport rc_verbs needs --interposer (the build's "
                      "test/interpose/.libs/libsoftnic_verbs.so)")
-    if ("rc_tm_base" in tls + (args.halo_transports.split(",")
-                               if args.halo else [])) and \
+    mpi_tls = ((args.halo_transports.split(",") if args.halo else []) +
+               (args.peers_transports.split(",") if args.peers else []))
+    if ("rc_tm_base" in tls + mpi_tls) and \
             not (args.baseline_module and
                  os.path.isfile(args.baseline_module)):
         parser.error("transport rc_tm_base needs --baseline-module")

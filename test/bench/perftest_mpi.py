@@ -28,6 +28,14 @@ def mpirun_command(mpirun, module, ucx_tls, ranks, extra_env=()):
     return cmd + ["-np", str(ranks)]
 
 
+def module_and_tls(tl, module, baseline):
+    """The module to preload and UCX_TLS for transport tl: rc_tm_base is
+    rc_tm from the baseline module, as in the perftest runs"""
+    if tl == "rc_tm_base":
+        return os.path.abspath(baseline), "rc_tm"
+    return module, tl
+
+
 def mpirun_failure(returncode, timed_out, timeout, text):
     """Why an mpirun that ended with returncode failed, or None"""
     if returncode == 0:
@@ -283,6 +291,7 @@ class ManyPeers:
     def __init__(self, args):
         self.program = os.path.abspath(args.peers)
         self.module = os.path.abspath(args.module)
+        self.baseline = args.baseline_module
         self.tls = args.peers_transports.split(",")
         self.ranks = [int(n) for n in args.peers_ranks.split(",")]
         self.size = args.peers_size
@@ -297,8 +306,7 @@ class ManyPeers:
         return self.runs * len(self.ranks) * len(self.tls)
 
     def command(self, ranks, tl):
-        module, ucx_tls = ((self.baseline, "rc_tm") if tl == "rc_tm_base"
-                           else (self.module, tl))
+        module, ucx_tls = module_and_tls(tl, self.module, self.baseline)
         return mpirun_command(self.mpirun, module, ucx_tls, ranks) + \
             [self.program, "-R", "-r", str(self.repeat),
              "-s", str(self.size)]
@@ -400,9 +408,7 @@ class Halo:
     def __init__(self, args):
         self.program = os.path.abspath(args.halo)
         self.module = os.path.abspath(args.module)
-        # rc_tm_base: rc_tm from --baseline-module, as in the perftest runs
-        self.baseline = args.baseline_module and \
-            os.path.abspath(args.baseline_module)
+        self.baseline = args.baseline_module
         self.tls = args.halo_transports.split(",")
         self.reference = args.halo_reference
         self.ranks = [int(n) for n in args.halo_ranks.split(",")]
@@ -421,8 +427,7 @@ class Halo:
             len(self.sizes) * self.repeat
 
     def command(self, ranks, tl):
-        module, ucx_tls = ((self.baseline, "rc_tm") if tl == "rc_tm_base"
-                           else (self.module, tl))
+        module, ucx_tls = module_and_tls(tl, self.module, self.baseline)
         return mpirun_command(self.mpirun, module, ucx_tls, ranks) + \
             [self.program, "-R", "-r", str(self.repeat),
              "-c", str(self.cells),
