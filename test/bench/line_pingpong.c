@@ -16,13 +16,13 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_cpu.h"
 
 #define BATCH 1000
 
@@ -30,30 +30,13 @@ static _Atomic uint64_t line __attribute__((aligned(64)));
 static uint64_t round_trips = 2000000;
 static int cpu_a = 0, cpu_b = 1;
 
-static int bind_to(int cpu)
-{
-    cpu_set_t set;
-
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set);
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 /* The other side: answers each odd value with the next even one */
 static void *answer(void *arg)
 {
     uint64_t i;
 
     (void)arg;
-    if (bind_to(cpu_b) != 0) {
+    if (bench_bind_to(cpu_b) != 0) {
         perror("line_pingpong: sched_setaffinity");
         exit(1);
     }
@@ -86,7 +69,7 @@ int main(int argc, char **argv)
     }
     round_trips = (round_trips < BATCH) ? BATCH :
                   round_trips - round_trips % BATCH;
-    if (bind_to(cpu_a) != 0) {
+    if (bench_bind_to(cpu_a) != 0) {
         perror("line_pingpong: sched_setaffinity");
         return 1;
     }
@@ -95,7 +78,7 @@ int main(int argc, char **argv)
         return 1;
     }
     while (i <= round_trips) {
-        t0  = now_ns();
+        t0  = bench_now_ns();
         end = i + BATCH;
         for (; i < end; ++i) {
             atomic_store_explicit(&line, 2 * i - 1, memory_order_release);
@@ -103,7 +86,7 @@ int main(int argc, char **argv)
                    2 * i) {
             }
         }
-        t = (now_ns() - t0) / BATCH;
+        t = (bench_now_ns() - t0) / BATCH;
         best = (t < best) ? t : best;
     }
     pthread_join(thread, NULL);

@@ -9,13 +9,13 @@ EXTRA_DIST += test/bench/perftest_compare.py test/bench/perftest_common.py \
 # What one cache line costs between two CPUs of this host (the demo prints
 # it with its figures: docs/performance.md)
 noinst_PROGRAMS += test/bench/line_pingpong
-test_bench_line_pingpong_SOURCES = test/bench/line_pingpong.c
+test_bench_line_pingpong_SOURCES = test/bench/line_pingpong.c test/bench/bench_cpu.h
 test_bench_line_pingpong_LDADD   = -lpthread
 
 # What the state of a ring's lines costs its producer: records released as
 # read, or handed back written (docs/one-host.md)
 noinst_PROGRAMS += test/bench/ring_lines
-test_bench_ring_lines_SOURCES = test/bench/ring_lines.c
+test_bench_ring_lines_SOURCES = test/bench/ring_lines.c test/bench/bench_cpu.h
 test_bench_ring_lines_LDADD   = -lpthread
 
 # Deep receive queues through UCP: rc_tm against posix (docs/design.md)

@@ -19,14 +19,14 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_cpu.h"
 
 #define LINE      64
 #define RING      (128u << 10)   /* the software NIC's smallest ring */
@@ -43,23 +43,6 @@ typedef struct {
 
 static int cpu_a = 0, cpu_b = 1;
 
-static int bind_to(int cpu)
-{
-    cpu_set_t set;
-
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set);
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static _Atomic uint64_t *rec_flag(const ring_run_t *run, uint64_t i)
 {
     return (_Atomic uint64_t *)(run->ring +
@@ -73,7 +56,7 @@ static void *consume(void *arg)
     uint8_t *rec, *line;
     uint64_t i;
 
-    if ((dst == NULL) || (bind_to(cpu_b) != 0)) {
+    if ((dst == NULL) || (bench_bind_to(cpu_b) != 0)) {
         perror("ring_lines: consumer");
         exit(1);
     }
@@ -106,7 +89,7 @@ static double ring_run(ring_run_t *run, const uint8_t *src)
         perror("ring_lines: pthread_create");
         exit(1);
     }
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (i = 0; i < run->records; ++i) {
         while (i - head >= room) {
             head = atomic_load_explicit(run->head, memory_order_acquire);
@@ -115,7 +98,7 @@ static double ring_run(ring_run_t *run, const uint8_t *src)
         atomic_store_explicit(rec_flag(run, i), i + 1, memory_order_release);
     }
     pthread_join(thread, NULL);
-    return (now_ns() - t0) / run->records;
+    return (bench_now_ns() - t0) / run->records;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -150,7 +133,7 @@ int main(int argc, char **argv)
     run.head = aligned_alloc(LINE, LINE);
     src      = aligned_alloc(4096, 8192);
     if ((run.ring == NULL) || (run.head == NULL) || (src == NULL) ||
-        (bind_to(cpu_a) != 0)) {
+        (bench_bind_to(cpu_a) != 0)) {
         perror("ring_lines");
         return 1;
     }
