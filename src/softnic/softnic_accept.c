@@ -188,7 +188,7 @@ static int sn_qp_accept_one(sn_srq_t *srq, const sn_accept_slot_t *req,
     int ret;
 
     /* its send completions go to the SRQ's CQ: nobody else polls for it */
-    qp = sn_qp_alloc(ctx, srq, srq->cq, max_send_wr);
+    qp = sn_qp_alloc(ctx, srq, srq->cq, max_send_wr, SN_MAX_INLINE);
     if (qp == NULL) {
         return ENOMEM;
     }

@@ -75,7 +75,11 @@
 #define SN_MIN_TM_SRQ_WR       33
 #define SN_MAX_QP_WR           (1u << 20)
 #define SN_MAX_CQE             (1u << 24)
-#define SN_MAX_INLINE          256
+/* mlx5's largest send WQE (max_sq_desc_sz: 1024 bytes from ConnectX-4 on)
+ * less an RC WQE's 192 bytes of segments and the inline segment's 4: the
+ * most inline data a QP is granted (mlx5_calc_send_wqe refuses more) */
+#define SN_MAX_SQ_DESC         1024
+#define SN_MAX_INLINE          (SN_MAX_SQ_DESC - 192 - 4)
 #define SN_MAX_SGE             8          /* gather entries of a send, and
                                              scatter of a QP's receive:
                                              UCX's UD asks 6, its RC 5
@@ -342,8 +346,7 @@ typedef struct sn_wqe {
     struct ibv_sge     sge[SN_MAX_SGE];
     uint64_t           remote_addr;
     uint32_t           rkey;
-    uint32_t           inline_len;
-    uint8_t            inline_data[SN_MAX_INLINE];
+    uint32_t           inline_len;   /* its bytes: sn_wqe_inline() */
 } sn_wqe_t;
 
 enum {
@@ -409,8 +412,12 @@ struct sn_qp {
     uint32_t           liveness_polls;
     /* doorbells rung at the peer for what we produced and consumed */
     uint64_t           db_out_tail, db_in_head;
-    /* send queue: FIFO of sq_size */
+    /* send queue: FIFO of sq_size, and beside it room for each entry's
+     * inline data, as much as was granted (a mlx5 WQE holds it): used
+     * only while the ring is full, so its pages are touched only then */
     sn_wqe_t           *sq;
+    uint8_t            *sq_inline;
+    uint32_t           sq_inline_size;
     uint32_t           sq_mask, sq_size;
     uint32_t           sq_head;      /* oldest not yet completed */
     uint32_t           sq_sent;      /* oldest not yet on the wire */
@@ -597,7 +604,7 @@ void sn_qp_set_in(sn_qp_t *qp);
 int  sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
                    const sn_proc_id_t *peer_proc, uint16_t peer_dev_seq);
 sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
-                     uint32_t max_send_wr);
+                     uint32_t max_send_wr, uint32_t max_inline);
 void sn_qp_link(sn_context_t *ctx, sn_qp_t *qp);
 void sn_qp_free(sn_qp_t *qp);
 void sn_qp_destroy(sn_qp_t *qp);
@@ -655,6 +662,11 @@ bool sn_qp_peer_alive(sn_qp_t *qp);
 static inline sn_wqe_t *sn_sq_wqe(sn_qp_t *qp, uint32_t index)
 {
     return &qp->sq[index & qp->sq_mask];
+}
+
+static inline uint8_t *sn_wqe_inline(const sn_qp_t *qp, const sn_wqe_t *wqe)
+{
+    return qp->sq_inline + (size_t)(wqe - qp->sq) * qp->sq_inline_size;
 }
 
 /* Is the QP waiting for its peer (so that its death matters)?  Then it

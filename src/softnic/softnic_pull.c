@@ -70,6 +70,8 @@ void sn_qp_backlog_init(sn_qp_t *qp)
     qp->out->sq_addr  = (uintptr_t)qp->sq;
     qp->out->sq_mask  = qp->sq_mask;
     qp->out->wqe_size = sizeof(sn_wqe_t);
+    qp->out->sq_inline_addr = (uintptr_t)qp->sq_inline;
+    qp->out->sq_inline_size = qp->sq_inline_size;
     atomic_store_explicit(&qp->out->backlog_sent, 0, memory_order_relaxed);
     atomic_store_explicit(&qp->out->backlog_tail, 0, memory_order_relaxed);
     atomic_store_explicit(&qp->out->backlog_lock, 0, memory_order_relaxed);
@@ -196,19 +198,17 @@ static sn_rec_t *sn_pull_buf(sn_context_t *ctx, uint32_t len)
     return ctx->pull_buf;
 }
 
-/* The requester's gather list, checked against its own registrations */
+/* The requester's gather list, checked against its own registrations;
+ * inline data (sn_pull_one points the list at it) is its device's own */
 static int sn_pull_gather(sn_qp_t *qp, const sn_wqe_t *wqe, void *dst)
 {
     struct iovec local, remote[SN_MAX_SGE];
     uint32_t i;
     ssize_t n;
 
-    if (wqe->inline_len != 0) {
-        memcpy(dst, wqe->inline_data, wqe->inline_len);
-        return 0;
-    }
     for (i = 0; i < wqe->num_sge; ++i) {
-        if (!sn_key_check(qp->peer->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
+        if ((wqe->inline_len == 0) &&
+            !sn_key_check(qp->peer->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
                           wqe->sge[i].length, 0)) {
             return EPERM;           /* the requester fails it */
         }
@@ -266,6 +266,7 @@ static int sn_pull_one(sn_srq_t *srq, sn_qp_t *qp, uint32_t index)
 {
     const sn_ring_ctl_t *ring = qp->in;
     struct iovec local, remote;
+    uint32_t inline_size;
     sn_wqe_t wqe;
     uint64_t now;
     ssize_t n;
@@ -293,11 +294,19 @@ static int sn_pull_one(sn_srq_t *srq, sn_qp_t *qp, uint32_t index)
     }
     /* what the requester's post_send checked, checked again: its memory is
      * not ours to trust (a SEND takes half a ring at most) */
-    if ((wqe.num_sge > SN_MAX_SGE) || (wqe.inline_len > SN_MAX_INLINE) ||
+    inline_size = __atomic_load_n(&ring->sq_inline_size, __ATOMIC_RELAXED);
+    if ((wqe.num_sge > SN_MAX_SGE) || (wqe.inline_len > inline_size) ||
         ((wqe.inline_len != 0) && (wqe.inline_len != wqe.byte_len)) ||
         (((wqe.opcode == IBV_WR_SEND) || (wqe.opcode == IBV_WR_SEND_WITH_IMM)) &&
          (sn_rec_size(wqe.byte_len) * 2 > ring->size))) {
         return EPROTO;
+    }
+    if (wqe.inline_len != 0) {
+        /* its bytes are in the requester's slot for this entry */
+        wqe.num_sge        = 1;
+        wqe.sge[0].addr    = ring->sq_inline_addr +
+                             (uint64_t)(index & ring->sq_mask) * inline_size;
+        wqe.sge[0].length  = wqe.inline_len;
     }
     switch (wqe.opcode) {
     case IBV_WR_SEND:

@@ -143,9 +143,10 @@ int sn_qp_set_out(sn_context_t *ctx, sn_qp_t *qp,
 
 /* ---- creation and destruction ---- */
 
-/* A QP without rings yet */
+/* A QP without rings yet, its send queue room for max_inline bytes of
+ * inline data in each entry */
 sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
-                     uint32_t max_send_wr)
+                     uint32_t max_send_wr, uint32_t max_inline)
 {
     sn_qp_t *qp;
 
@@ -153,15 +154,19 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     if (qp == NULL) {
         return NULL;
     }
-    qp->sq_size = max_send_wr;
-    qp->rx_only = (max_send_wr == 0);
-    qp->sq_mask = sn_roundup_pow2(qp->sq_size) - 1;
-    qp->sq      = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
+    qp->sq_size        = max_send_wr;
+    qp->rx_only        = (max_send_wr == 0);
+    qp->sq_mask        = sn_roundup_pow2(qp->sq_size) - 1;
+    qp->sq             = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
+    qp->sq_inline_size = (max_inline + 15) & ~15u;
+    qp->sq_inline      = calloc(1, (size_t)(qp->sq_mask + 1) *
+                                       qp->sq_inline_size + 1);
     /* its number, the device's: taken in the registry, as a NIC's
      * firmware gives it (a slow path, as creation is on a NIC) */
-    if ((qp->sq == NULL) ||
+    if ((qp->sq == NULL) || (qp->sq_inline == NULL) ||
         (sn_num_alloc(&ctx->proc, ctx->dev_seq, 'q', &qp->ibv.qp_num,
                       &qp->num_entry) != 0)) {
+        free(qp->sq_inline);
         free(qp->sq);
         free(qp);
         return NULL;
@@ -186,7 +191,7 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     /* what creation grants, whatever was asked (see softnic_create_qp) */
     qp->attr.cap.max_send_wr     = max_send_wr;
     qp->attr.cap.max_send_sge    = SN_MAX_SGE;
-    qp->attr.cap.max_inline_data = SN_MAX_INLINE;
+    qp->attr.cap.max_inline_data = max_inline;
     pthread_mutex_init(&qp->ibv.mutex, NULL);
     pthread_cond_init(&qp->ibv.cond, NULL);
     return qp;
@@ -214,6 +219,7 @@ void sn_qp_free(sn_qp_t *qp)
     pthread_cond_destroy(&qp->ibv.cond);
     sn_wr_batch_free(qp->wr_batch);
     free(qp->fins);
+    free(qp->sq_inline);
     free(qp->sq);
     free(qp);
 }
@@ -311,7 +317,10 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
         return NULL;
     }
     qp = sn_qp_alloc(ctx, srq, sn_cq((struct ibv_cq_ex*)attr->send_cq),
-                     attr->cap.max_send_wr);
+                     attr->cap.max_send_wr,
+                     (attr->qp_type == IBV_QPT_UD) ?
+                     sn_ud_inline_grant(&attr->cap) :
+                     sn_qp_inline_grant(&attr->cap));
     if (qp == NULL) {
         sn_qp_destroy_rq(srq, attr);
         errno = ENOMEM;
@@ -326,9 +335,6 @@ struct ibv_qp *softnic_create_qp(struct ibv_pd *pd,
     ret = (attr->qp_type == IBV_QPT_UD) ? sn_ud_qp_init(qp) : 0;
     /* the gather list asked for, as mlx5 grants it (its sq.max_gs) */
     qp->attr.cap.max_send_sge    = attr->cap.max_send_sge;
-    qp->attr.cap.max_inline_data = (qp->ud != NULL) ?
-                                   sn_ud_inline_grant(&attr->cap) :
-                                   sn_qp_inline_grant(&attr->cap);
     qp->ibv.pd         = pd;
     qp->ibv.recv_cq    = attr->recv_cq;
     qp->ibv.qp_context = attr->qp_context;

@@ -72,12 +72,13 @@ static inline void sn_ring_publish(sn_qp_t *qp, sn_rec_t *rec, uint32_t len,
 
 /* ---- pushing requests onto the wire ---- */
 
-static void sn_wqe_gather(const sn_wqe_t *wqe, uint8_t *dst)
+static void sn_wqe_gather(const sn_qp_t *qp, const sn_wqe_t *wqe,
+                          uint8_t *dst)
 {
     uint32_t i;
 
     if (wqe->inline_len || (wqe->num_sge == 0)) {
-        memcpy(dst, wqe->inline_data, wqe->inline_len);
+        memcpy(dst, sn_wqe_inline(qp, wqe), wqe->inline_len);
         return;
     }
     for (i = 0; i < wqe->num_sge; ++i) {
@@ -121,7 +122,7 @@ static enum ibv_wc_status sn_wqe_rdma(sn_qp_t *qp, sn_wqe_t *wqe)
     }
     if (wqe->inline_len) {
         ret = sn_rdma_copy((pid_t)qp->peer_proc.pid, true,
-                           wqe->inline_data, remote, wqe->inline_len);
+                           sn_wqe_inline(qp, wqe), remote, wqe->inline_len);
         goto out;
     }
     if (!sn_wqe_lkeys_ok(ctx, wqe)) {
@@ -233,7 +234,7 @@ static void sn_qp_push_wire(sn_qp_t *qp)
             if (rec == NULL) {
                 return;             /* ring full: the peer is behind */
             }
-            sn_wqe_gather(wqe, (uint8_t *)(rec + 1));
+            sn_wqe_gather(qp, wqe, (uint8_t *)(rec + 1));
             sn_ring_publish(qp, rec, wqe->byte_len,
                             ((wqe->opcode == IBV_WR_SEND_WITH_IMM) ?
                              SN_REC_F_IMM : 0) | wqe->solicited,
@@ -366,7 +367,7 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
         if (len > qp->attr.cap.max_inline_data) {  /* what it granted */
             return EINVAL;
         }
-        for (i = 0, dst = wqe->inline_data; i < wr->num_sge; ++i) {
+        for (i = 0, dst = sn_wqe_inline(qp, wqe); i < wr->num_sge; ++i) {
             memcpy(dst, (void *)(uintptr_t)wr->sg_list[i].addr,
                    wr->sg_list[i].length);
             dst += wr->sg_list[i].length;

@@ -35,9 +35,11 @@
 
 #define SN_SHM_PREFIX          "rc_tm_soft."
 #define SN_MAGIC               0x72637473u   /* "rcts" */
-#define SN_VERSION             15u           /* 14: one GID per device,
+#define SN_VERSION             16u           /* 14: one GID per device,
                                                 numbers by registry; 15:
-                                                UD rings (many producers) */
+                                                UD rings (many producers);
+                                                16: inline data beside the
+                                                send queue, as granted */
 
 /* Registration table: key = generation << 20 | slot (slot 0 unused).  UCP
  * registers every offloaded receive buffer, so MPI codes with deep receive
@@ -247,7 +249,9 @@ typedef struct sn_ring_ctl {
                                        offers: it still polls */
     uint32_t         sq_mask;       /* the producer's send queue ... */
     uint32_t         wqe_size;      /* ... of entries of this size ... */
-    uint64_t         sq_addr;       /* ... in its own memory */
+    uint64_t         sq_addr;       /* ... in its own memory, */
+    uint64_t         sq_inline_addr;/* and each entry's inline data */
+    uint32_t         sq_inline_size;/* in slots of this size there */
     /* What the consumer answers, when not an ack, to the record at
      * nak_pos (softnic_rq.h, SN_NAK_*): written only for QPs whose
      * receives are not tag matching, so away from head.  rnr_retry is the

@@ -177,9 +177,11 @@ void uct_rc_tm_iface_destroy_passive_ep(uct_rc_tm_ep_t *ep);
 void uct_rc_tm_iface_reap_closing(uct_rc_tm_iface_t *iface);
 void uct_rc_tm_iface_destroy_closing(uct_rc_tm_iface_t *iface);
 
-/* An inline send of a message whose first bytes are a TMH: for the user
- * (checks resources), and for control messages (checks only credits) */
-ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
+/* An inline send of a header whose first bytes are a TMH, then a payload
+ * of the caller's: for the user (checks resources), and for control
+ * messages (checks only credits) */
+ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *hdr,
+                                      size_t hdr_length, const void *payload,
                                       size_t length, uint32_t imm_be,
                                       int with_imm);
 ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,

@@ -125,20 +125,34 @@ uct_rc_tm_ep_send_sge(uct_rc_tm_ep_t *ep, enum ibv_wr_opcode opcode,
     return uct_rc_tm_ep_post(ep, &wr, op);
 }
 
-ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *msg,
+/* Two gather entries, each copied into the WQE (on the software NIC into
+ * the peer's ring): the payload is copied once, from where the caller has
+ * it, as rc_mlx5 copies it into its WQE */
+ucs_status_t uct_rc_tm_ep_send_inline(uct_rc_tm_ep_t *ep, const void *hdr,
+                                      size_t hdr_length, const void *payload,
                                       size_t length, uint32_t imm_be,
                                       int with_imm)
 {
     ucs_status_t status = uct_rc_tm_ep_check_resources(ep);
+    struct ibv_sge sge[2];
+    struct ibv_send_wr wr;
 
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    return uct_rc_tm_ep_send_sge(ep, with_imm ? IBV_WR_SEND_WITH_IMM :
-                                                IBV_WR_SEND,
-                                 (void*)msg, length, 0, IBV_SEND_INLINE,
-                                 imm_be, 0, 0, NULL);
+    sge[0].addr     = (uintptr_t)hdr;
+    sge[0].length   = hdr_length;
+    sge[0].lkey     = 0;
+    sge[1].addr     = (uintptr_t)payload;
+    sge[1].length   = length;
+    sge[1].lkey     = 0;
+    wr.sg_list      = sge;
+    wr.num_sge      = (length != 0) ? 2 : 1;
+    wr.opcode       = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.send_flags   = IBV_SEND_INLINE;
+    wr.imm_data     = imm_be;
+    return uct_rc_tm_ep_post(ep, &wr, NULL);
 }
 
 /* Sends that asked for no completion get one: a zero-length RDMA WRITE
@@ -281,21 +295,22 @@ ucs_status_t uct_rc_tm_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                    const void *payload, unsigned length)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    char msg[UCT_RC_TM_SHORT_MAX];
-    struct ibv_tmh *tmh = (struct ibv_tmh*)msg;
+    struct {
+        struct ibv_tmh tmh;
+        uint64_t       header;
+    } msg;
 
+    UCS_STATIC_ASSERT(sizeof(msg) == UCT_RC_TM_TMH_LEN + sizeof(header));
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0,
                      uct_rc_tm_ep_iface(ep)->cap.am.max_short, "am_short");
-    UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + sizeof(header) + length,
-                             "am_short", UCS_ERR_INVALID_PARAM);
+    UCT_RC_TM_CHECK_MSG_FITS(sizeof(msg) + length, "am_short",
+                             UCS_ERR_INVALID_PARAM);
 
-    uct_rc_tm_fill_tmh(tmh, IBV_TMH_NO_TAG, id, 0);
-    memcpy(tmh + 1, &header, sizeof(header));
-    uct_rc_tm_copy(UCS_PTR_BYTE_OFFSET(tmh + 1, sizeof(header)), payload,
-                   length);
-    return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN +
-                                             sizeof(header) + length, 0, 0);
+    uct_rc_tm_fill_tmh(&msg.tmh, IBV_TMH_NO_TAG, id, 0);
+    msg.header = header;
+    return uct_rc_tm_ep_send_inline(ep, &msg, sizeof(msg), payload, length,
+                                    0, 0);
 }
 
 ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
@@ -322,7 +337,7 @@ ucs_status_t uct_rc_tm_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
         length += iov_length;
     }
 
-    return uct_rc_tm_ep_send_inline(ep, msg, length, 0, 0);
+    return uct_rc_tm_ep_send_inline(ep, msg, length, NULL, 0, 0, 0);
 }
 
 ssize_t uct_rc_tm_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
@@ -525,7 +540,7 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
                                           const void *data, size_t length)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    char msg[UCT_RC_TM_SHORT_MAX];
+    struct ibv_tmh tmh;
 
     UCT_CHECK_LENGTH(length, 0,
                      uct_rc_tm_ep_iface(ep)->cap.tag.eager.max_short,
@@ -533,9 +548,8 @@ ucs_status_t uct_rc_tm_ep_tag_eager_short(uct_ep_h tl_ep, uct_tag_t tag,
     UCT_RC_TM_CHECK_MSG_FITS(UCT_RC_TM_TMH_LEN + length, "tag_eager_short",
                              UCS_ERR_INVALID_PARAM);
 
-    uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, data, length);
-    return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + length, 0, 0);
+    uct_rc_tm_fill_tmh(&tmh, IBV_TMH_EAGER, 0, tag);
+    return uct_rc_tm_ep_send_inline(ep, &tmh, sizeof(tmh), data, length, 0, 0);
 }
 
 ssize_t uct_rc_tm_ep_tag_eager_bcopy(uct_ep_h tl_ep, uct_tag_t tag,
@@ -615,7 +629,7 @@ ucs_status_ptr_t uct_rc_tm_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
     uct_rc_tm_copy(rvh + 1, header, header_length);
 
     status = uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_RNDV_HDR_LEN +
-                                               header_length, 0, 0);
+                                               header_length, NULL, 0, 0, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         return UCS_STATUS_PTR(status);
     }
@@ -645,7 +659,7 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
                                            unsigned flags)
 {
     uct_rc_tm_ep_t *ep = ucs_derived_of(tl_ep, uct_rc_tm_ep_t);
-    char msg[UCT_RC_TM_SHORT_MAX];
+    struct ibv_tmh tmh;
 
     /* Not cap.tag.rndv.max_hdr, though uct.h names it: UCP's requests carry
      * RTS headers past it, and rc_mlx5 takes whatever fits inline */
@@ -658,9 +672,8 @@ ucs_status_t uct_rc_tm_ep_tag_rndv_request(uct_ep_h tl_ep, uct_tag_t tag,
     /* Immediate data 0 with IBV_WR_SEND_WITH_IMM marks a software
      * rendezvous request: eager sends carry immediate data only when it is
      * nonzero */
-    uct_rc_tm_fill_tmh((struct ibv_tmh*)msg, IBV_TMH_EAGER, 0, tag);
-    uct_rc_tm_copy(msg + UCT_RC_TM_TMH_LEN, header, header_length);
-    return uct_rc_tm_ep_send_inline(ep, msg, UCT_RC_TM_TMH_LEN + header_length,
-                                    0, 1);
+    uct_rc_tm_fill_tmh(&tmh, IBV_TMH_EAGER, 0, tag);
+    return uct_rc_tm_ep_send_inline(ep, &tmh, sizeof(tmh), header,
+                                    header_length, 0, 1);
 }
 

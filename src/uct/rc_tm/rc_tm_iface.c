@@ -246,7 +246,8 @@ static void uct_rc_tm_iface_cap_init(uct_rc_tm_iface_t *iface)
     cap->get.opt_zcopy_align = 1;
     cap->get.align_mtu       = 1;
 
-    iface->rndv_request_max_hdr = inline_max;
+    iface->rndv_request_max_hdr = ucs_min(inline_max,
+                                          UCT_RC_TM_RNDV_REQUEST_MAX_HDR);
     uct_rc_tm_tag_cap_init(iface);
 }
 

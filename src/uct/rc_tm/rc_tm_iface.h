@@ -47,6 +47,11 @@
 /* Inline sends are built in a buffer on the stack: at most this many bytes
  * go inline, whatever the device grants */
 #define UCT_RC_TM_SHORT_MAX        1024
+/* The longest header of a software rendezvous request: what a 256-byte
+ * inline send holds after the TMH, about what rc_mlx5's WQE takes inline
+ * (UCP's RTS and its packed keys take about 100).  A receive at least
+ * this long holds any request, and may take the spill segment. */
+#define UCT_RC_TM_RNDV_REQUEST_MAX_HDR  (256 - UCT_RC_TM_TMH_LEN)
 
 /* The capabilities an interface reports (uct_iface_attr_t::cap) */
 typedef __typeof__(((uct_iface_attr_t*)NULL)->cap) uct_rc_tm_iface_cap_t;
@@ -374,8 +379,8 @@ typedef struct uct_rc_tm_iface {
      * iov counts against these very numbers */
     uct_rc_tm_iface_cap_t     cap;
     size_t                    rndv_request_max_hdr; /* no field of cap: what
-                                                       fits inline, as UCX's
-                                                       rc_mlx5 takes it */
+                                                       fits inline, to
+                                                       UCT_RC_TM_RNDV_REQUEST_MAX_HDR */
 } uct_rc_tm_iface_t;
 
 

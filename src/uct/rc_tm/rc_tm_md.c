@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define UCT_RC_TM_MAX_DEVICES      16
-#define UCT_RC_TM_SOFT_TX_INLINE   256  /* the software NIC's inline segment */
+#define UCT_RC_TM_SOFT_TX_INLINE   828  /* all a mlx5 WQE of 1 KiB holds */
 
 
 /* UCX_RC_TM_SOFT_PROGRESS, in the order of TM_DEV_SOFT_PROGRESS_* */
@@ -63,8 +63,9 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      "messages that fit, with their 16-byte header, are copied into the work\n"
      "request. The provider may grant more (mlx5 fills its WQE: 124 for 64).\n"
      "'auto' asks 64 of a NIC, as UCX, where each byte more grows every WQE\n"
-     "of every connection's send queue; and 256 of the software NIC, whose\n"
-     "work requests hold 256 bytes whatever is asked.",
+     "of every connection's send queue; and 828 of the software NIC, all a\n"
+     "1 KiB WQE holds: there an inline send is one copy, into the peer's\n"
+     "ring, and its send queue keeps the bytes only while that ring is full.",
      ucs_offsetof(uct_rc_tm_md_config_t, tx_min_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -438,7 +439,7 @@ void uct_rc_tm_md_attr(uct_md_h tl_md, uct_rc_tm_md_attr_t *attr)
 }
 
 /* Inline data to ask of the send QPs: UCX's 64 of a NIC, where it sizes
- * every WQE; all of the software NIC's fixed 256-byte inline segment */
+ * every WQE; of the software NIC all it grants, where inline saves a copy */
 static uint32_t uct_rc_tm_md_tx_inline(const uct_rc_tm_md_config_t *config,
                                        const tm_dev_info_t *info)
 {

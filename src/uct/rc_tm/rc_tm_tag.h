@@ -46,7 +46,7 @@ uct_rc_tm_ctx_priv(uct_tag_context_t *ctx)
  *    buffer at completion.
  * Either way software reports what did not fit.  Only a receive that holds
  * whatever software reads back from the device's buffer (a rendezvous
- * request: max_inline) takes the spill segment.
+ * request: rndv_request_max_hdr) takes the spill segment.
  */
 static UCS_F_ALWAYS_INLINE int
 uct_rc_tm_recv_is_short(const uct_rc_tm_iface_t *iface, size_t length)
@@ -58,7 +58,7 @@ static UCS_F_ALWAYS_INLINE int
 uct_rc_tm_recv_fits_spill(const uct_rc_tm_iface_t *iface, size_t length)
 {
     return (iface->rx.spill.address != NULL) &&
-           (length >= iface->config.max_inline);
+           (length >= iface->rndv_request_max_hdr);
 }
 
 /* Where the device places the receive's data */

@@ -301,8 +301,9 @@ static void uct_rc_tm_tag_data_done(uct_rc_tm_iface_t *iface,
 }
 
 /* A software rendezvous request matched: the payload is the request.  A
- * peer whose requests are longer than ours (a larger max_inline) may have
- * left part of one in the spill segment: the receive fails.  Placed in a
+ * peer whose requests are longer than ours (a build with another
+ * UCT_RC_TM_RNDV_REQUEST_MAX_HDR) may have left part of one in the spill
+ * segment: the receive fails.  Placed in a
  * bounce segment, the request is given as inline data: without that flag
  * UCT promises the header is in the receive's own buffer. */
 static void uct_rc_tm_tag_rndv_request_done(uct_rc_tm_iface_t *iface,

@@ -23,6 +23,7 @@ protected:
         attr.max_num_tags = DEPTH;
         attr.srq_depth    = DEPTH;
         attr.max_msg_size = 8192;   /* rings of 128 KiB, the least */
+        attr.max_inline   = max_inline;
         ASSERT_NO_FATAL_FAILURE(s.open(attr, 4 * DEPTH));
         ASSERT_NO_FATAL_FAILURE(r.open(attr, 4 * DEPTH));
         cs = s.create_conn();
@@ -95,6 +96,14 @@ protected:
         struct ibv_sge sge = { (uintptr_t)msg.data(), (uint32_t)msg.size(), 0 };
         return s.send_sge(cs, sge, wr_id, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
     }
+
+    uint32_t max_inline = 0;        /* what each send QP asks */
+};
+
+/* QPs that ask all the inline data a 1 KiB mlx5 WQE holds */
+class soft_backlog_full_wqe : public soft_backlog {
+protected:
+    soft_backlog_full_wqe() { max_inline = 828; }
 };
 
 } // namespace
@@ -281,4 +290,47 @@ TEST_F(soft_backlog, fin_goes_out_before_its_receive_completes)
     /* then the sender alone gets every FIN */
     std::vector<tm_dev_wc_t> v = collect(s, IBV_WC_TM_NO_TAG, count - fins);
     EXPECT_EQ(count - fins, v.size()) << "FINs the receiver kept";
+}
+
+/* Inline sends as long as a 1 KiB WQE holds, far more than the ring takes:
+ * those that wait keep their bytes in the send queue until the receiver's
+ * device takes them out of the sender's memory (the sender not polled),
+ * then until the sender pushes them itself, each intact and in order */
+TEST_F(soft_backlog_full_wqe, full_wqe_inline_sends_wait_in_the_send_queue)
+{
+    const unsigned count = 1000;
+    const size_t size    = 828;
+    std::vector<char*> rbufs;
+    std::vector<tm_dev_wc_t> v;
+    tm_dev_caps_t caps;
+
+    tm_dev_query(s.dev, &caps);
+    ASSERT_EQ(size, caps.max_inline);
+    r.post_rbufs(2 * count, size, 0, &rbufs);
+    for (unsigned i = 0; i < count; ++i) {
+        ASSERT_EQ(0, send_inline(payload(i, size), i)) << i;
+    }
+    v = collect(r, IBV_WC_RECV, count);
+    ASSERT_EQ(count, v.size()) << "taken by the receiver's device";
+    expect_sends_complete(count);
+
+    for (unsigned i = count; i < 2 * count; ++i) {
+        ASSERT_EQ(0, send_inline(payload(i, size), i)) << i;
+    }
+    double deadline = now_sec() + 30;
+    while (v.size() < 2 * count) {  /* the sender pushes as room comes */
+        tm_dev_wc_t wc;
+        ASSERT_LT(now_sec(), deadline) << v.size() << " arrived";
+        s.poll();
+        if (r.next(&wc, 0)) {
+            ASSERT_EQ(IBV_WC_RECV, wc.opcode);
+            v.push_back(wc);
+        }
+    }
+    for (unsigned i = 0; i < 2 * count; ++i) {
+        EXPECT_EQ(IBV_WC_SUCCESS, v[i].status);
+        ASSERT_EQ(i, v[i].wr_id) << "out of order";
+        EXPECT_EQ(size, v[i].byte_len);
+        EXPECT_EQ(payload(i, size), std::string(rbufs[i], size)) << i;
+    }
 }

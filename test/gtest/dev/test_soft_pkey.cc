@@ -375,9 +375,10 @@ TEST(soft_pkey, new_connections_follow_a_pkey_change)
 
 /* ---- memory (item 10) ---- */
 
-/* mlx5 grants the inline data that fills the WQE (mlx5_calc_sq_size), and
- * refuses a longer inline send; a QP without a send queue keeps what was
- * asked */
+/* mlx5 grants the inline data that fills the WQE (mlx5_calc_sq_size), up
+ * to a WQE of max_sq_desc_sz (1 KiB from ConnectX-4 on), refuses a QP that
+ * asks more, and a longer inline send; a QP without a send queue keeps
+ * what was asked */
 TEST(soft_pkey, inline_grant_is_mlx5s)
 {
     node n;
@@ -388,7 +389,9 @@ TEST(soft_pkey, inline_grant_is_mlx5s)
         {256, 2, 64, 124},      /* UCX's TX_MIN_INLINE */
         {256, 2, 0, 60},        /* the gather list's WQE */
         {1, 1, 0, 60},
-        {16, 2, 256, 256},      /* 316 on mlx5: the software NIC's cap */
+        {16, 2, 256, 316},
+        {256, 2, 572, 572},     /* a WQE of 768 */
+        {256, 2, 828, 828},     /* the 1 KiB WQE, full */
         {0, 0, 0, 0}
     };
 
@@ -409,13 +412,29 @@ TEST(soft_pkey, inline_grant_is_mlx5s)
                 << c.wr << " WRs, " << c.sge << " SGEs, " << c.asked;
         if (c.wr != 0) {
             tm_verbs_mlx5_sq_t sq;
-            ASSERT_EQ(0, tm_verbs_mlx5_sq_size(c.wr, c.sge, c.asked, 512,
+            ASSERT_EQ(0, tm_verbs_mlx5_sq_size(c.wr, c.sge, c.asked, 1024,
                                                &sq));
-            EXPECT_EQ(std::min(sq.max_inline, 256u), c.granted)
+            EXPECT_EQ(sq.max_inline, c.granted)
                     << "the device layer's arithmetic agrees";
         }
         EXPECT_EQ(0, softnic_destroy_qp(qp));
     }
+
+    /* one byte more needs a WQE past 1 KiB: refused, as mlx5 refuses it */
+    struct ibv_qp_init_attr init = {};
+    tm_verbs_mlx5_sq_t sq;
+
+    init.send_cq             = ibv_cq_ex_to_cq(n.cq->cq);
+    init.recv_cq             = ibv_cq_ex_to_cq(n.cq->cq);
+    init.srq                 = tm_dev_ibv_srq(n.srq);
+    init.qp_type             = IBV_QPT_RC;
+    init.cap.max_send_wr     = 256;
+    init.cap.max_send_sge    = 2;
+    init.cap.max_inline_data = 829;
+    errno                    = 0;
+    EXPECT_EQ(nullptr, softnic_create_qp(pd, &init));
+    EXPECT_EQ(EINVAL, errno);
+    EXPECT_EQ(EINVAL, tm_verbs_mlx5_sq_size(256, 2, 829, 1024, &sq));
     softnic_dealloc_pd(pd);
     n.close();
 }

@@ -198,9 +198,9 @@ TEST_F(rc_tm_tag, truncated_eager_with_bounce_segments)
     EXPECT_EQ(2u, counters(m_receiver)[RX_TRUNCATED]);
 }
 
-/* Where entries take two scatter entries (the software NIC), a receive of
- * at least max_inline bytes is listed as its own buffer and the spill
- * segment behind it: the data lands in place, what did not fit is dropped
+/* Where entries take two scatter entries (the software NIC), a receive that
+ * holds any rendezvous request (240 bytes) is listed as its own buffer and
+ * the spill segment behind it: the data lands in place, what did not fit is dropped
  * and reported.  Shorter ones, which may hold a rendezvous request read
  * back from the entry, still take a bounce segment. */
 TEST_F(rc_tm_tag, truncated_eager_with_spill_segment)
