@@ -198,17 +198,29 @@ static sn_rec_t *sn_pull_buf(sn_context_t *ctx, uint32_t len)
     return ctx->pull_buf;
 }
 
-/* The requester's gather list, checked against its own registrations;
- * inline data (sn_pull_one points the list at it) is its device's own */
-static int sn_pull_gather(sn_qp_t *qp, const sn_wqe_t *wqe, void *dst)
+/* The requester's entry as read out of its memory: the WQE, and its slot
+ * of inline data (read with it, whether or not the WQE has any) */
+typedef struct {
+    sn_wqe_t wqe;
+    uint8_t  inline_data[(SN_MAX_INLINE + 15) & ~15u];
+} sn_pull_entry_t;
+
+/* The requester's inline data, or its gather list checked against its own
+ * registrations */
+static int sn_pull_gather(sn_qp_t *qp, const sn_pull_entry_t *entry,
+                          void *dst)
 {
+    const sn_wqe_t *wqe = &entry->wqe;
     struct iovec local, remote[SN_MAX_SGE];
     uint32_t i;
     ssize_t n;
 
+    if (wqe->inline_len != 0) {
+        memcpy(dst, entry->inline_data, wqe->inline_len);
+        return 0;
+    }
     for (i = 0; i < wqe->num_sge; ++i) {
-        if ((wqe->inline_len == 0) &&
-            !sn_key_check(qp->peer->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
+        if (!sn_key_check(qp->peer->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
                           wqe->sge[i].length, 0)) {
             return EPERM;           /* the requester fails it */
         }
@@ -229,15 +241,17 @@ static int sn_pull_gather(sn_qp_t *qp, const sn_wqe_t *wqe, void *dst)
 }
 
 /* A SEND, judged and placed as if it came off the ring; EAGAIN for RNR */
-static int sn_pull_send(sn_srq_t *srq, sn_qp_t *qp, const sn_wqe_t *wqe)
+static int sn_pull_send(sn_srq_t *srq, sn_qp_t *qp,
+                        const sn_pull_entry_t *entry)
 {
+    const sn_wqe_t *wqe = &entry->wqe;
     sn_rec_t *rec = sn_pull_buf(sn_qp_ctx(qp), wqe->byte_len);
     int ret;
 
     if (rec == NULL) {
         return ENOMEM;
     }
-    ret = sn_pull_gather(qp, wqe, rec + 1);
+    ret = sn_pull_gather(qp, entry, rec + 1);
     if (ret != 0) {
         return ret;
     }
@@ -249,8 +263,10 @@ static int sn_pull_send(sn_srq_t *srq, sn_qp_t *qp, const sn_wqe_t *wqe)
 }
 
 /* An RDMA WRITE into our memory, with our key checked */
-static int sn_pull_write(sn_qp_t *qp, const sn_wqe_t *wqe)
+static int sn_pull_write(sn_qp_t *qp, const sn_pull_entry_t *entry)
 {
+    const sn_wqe_t *wqe = &entry->wqe;
+
     if (wqe->byte_len == 0) {
         return 0;
     }
@@ -258,20 +274,24 @@ static int sn_pull_write(sn_qp_t *qp, const sn_wqe_t *wqe)
                       wqe->byte_len, IBV_ACCESS_REMOTE_WRITE)) {
         return EPERM;
     }
-    return sn_pull_gather(qp, wqe, (void *)(uintptr_t)wqe->remote_addr);
+    return sn_pull_gather(qp, entry, (void *)(uintptr_t)wqe->remote_addr);
 }
 
 /* The requester's WQE index, read out of its memory; 0 or an errno */
 static int sn_pull_one(sn_srq_t *srq, sn_qp_t *qp, uint32_t index)
 {
     const sn_ring_ctl_t *ring = qp->in;
-    struct iovec local, remote;
+    uint32_t slot             = index & ring->sq_mask;
+    struct iovec local[2], remote[2];
+    sn_pull_entry_t entry;
     uint32_t inline_size;
-    sn_wqe_t wqe;
     uint64_t now;
     ssize_t n;
 
-    if (ring->wqe_size != sizeof(wqe)) {
+    /* read once: the requester's memory */
+    inline_size = __atomic_load_n(&ring->sq_inline_size, __ATOMIC_RELAXED);
+    if ((ring->wqe_size != sizeof(entry.wqe)) ||
+        (inline_size > sizeof(entry.inline_data))) {
         return EPROTO;
     }
     /* a pid reused after the requester died would be read otherwise */
@@ -282,38 +302,38 @@ static int sn_pull_one(sn_srq_t *srq, sn_qp_t *qp, uint32_t index)
         }
         qp->pull_alive_ns = now + SN_LIVENESS_PERIOD_NS;
     }
-    local.iov_base  = &wqe;
-    local.iov_len   = sizeof(wqe);
-    remote.iov_base = (void *)(uintptr_t)(ring->sq_addr +
-                                          (uint64_t)(index & ring->sq_mask) *
-                                          sizeof(wqe));
-    remote.iov_len  = sizeof(wqe);
-    n = process_vm_readv((pid_t)qp->peer_proc.pid, &local, 1, &remote, 1, 0);
-    if (n != (ssize_t)sizeof(wqe)) {
+    local[0].iov_base  = &entry.wqe;
+    local[0].iov_len   = sizeof(entry.wqe);
+    local[1].iov_base  = entry.inline_data;
+    local[1].iov_len   = inline_size;
+    remote[0].iov_base = (void *)(uintptr_t)(ring->sq_addr +
+                                             (uint64_t)slot *
+                                             sizeof(entry.wqe));
+    remote[0].iov_len  = sizeof(entry.wqe);
+    remote[1].iov_base = (void *)(uintptr_t)(ring->sq_inline_addr +
+                                             (uint64_t)slot * inline_size);
+    remote[1].iov_len  = inline_size;
+    n = process_vm_readv((pid_t)qp->peer_proc.pid, local, 2, remote, 2, 0);
+    if (n != (ssize_t)(sizeof(entry.wqe) + inline_size)) {
         return (n < 0) ? errno : EFAULT;
     }
     /* what the requester's post_send checked, checked again: its memory is
      * not ours to trust (a SEND takes half a ring at most) */
-    inline_size = __atomic_load_n(&ring->sq_inline_size, __ATOMIC_RELAXED);
-    if ((wqe.num_sge > SN_MAX_SGE) || (wqe.inline_len > inline_size) ||
-        ((wqe.inline_len != 0) && (wqe.inline_len != wqe.byte_len)) ||
-        (((wqe.opcode == IBV_WR_SEND) || (wqe.opcode == IBV_WR_SEND_WITH_IMM)) &&
-         (sn_rec_size(wqe.byte_len) * 2 > ring->size))) {
+    if ((entry.wqe.num_sge > SN_MAX_SGE) ||
+        (entry.wqe.inline_len > inline_size) ||
+        ((entry.wqe.inline_len != 0) &&
+         (entry.wqe.inline_len != entry.wqe.byte_len)) ||
+        (((entry.wqe.opcode == IBV_WR_SEND) ||
+          (entry.wqe.opcode == IBV_WR_SEND_WITH_IMM)) &&
+         (sn_rec_size(entry.wqe.byte_len) * 2 > ring->size))) {
         return EPROTO;
     }
-    if (wqe.inline_len != 0) {
-        /* its bytes are in the requester's slot for this entry */
-        wqe.num_sge        = 1;
-        wqe.sge[0].addr    = ring->sq_inline_addr +
-                             (uint64_t)(index & ring->sq_mask) * inline_size;
-        wqe.sge[0].length  = wqe.inline_len;
-    }
-    switch (wqe.opcode) {
+    switch (entry.wqe.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
-        return sn_pull_send(srq, qp, &wqe);
+        return sn_pull_send(srq, qp, &entry);
     case IBV_WR_RDMA_WRITE:
-        return sn_pull_write(qp, &wqe);
+        return sn_pull_write(qp, &entry);
     default:
         return EXDEV;               /* a READ: the requester waits for it */
     }
