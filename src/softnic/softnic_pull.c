@@ -67,9 +67,9 @@ static inline void sn_backlog_mark(sn_qp_t *qp, uint16_t type)
 /* Where the peer's device finds our send queue (at RTR) */
 void sn_qp_backlog_init(sn_qp_t *qp)
 {
-    qp->out->sq_addr  = (uintptr_t)qp->sq;
-    qp->out->sq_mask  = qp->sq_mask;
-    qp->out->wqe_size = sizeof(sn_wqe_t);
+    qp->out->sq_addr        = (uintptr_t)qp->sq;
+    qp->out->sq_mask        = qp->sq_mask;
+    qp->out->wqe_size       = sizeof(sn_wqe_t);
     qp->out->sq_inline_addr = (uintptr_t)qp->sq_inline;
     qp->out->sq_inline_size = qp->sq_inline_size;
     atomic_store_explicit(&qp->out->backlog_sent, 0, memory_order_relaxed);

@@ -159,8 +159,9 @@ sn_qp_t *sn_qp_alloc(sn_context_t *ctx, sn_srq_t *srq, sn_cq_t *cq,
     qp->sq_mask        = sn_roundup_pow2(qp->sq_size) - 1;
     qp->sq             = calloc(qp->sq_mask + 1, sizeof(*qp->sq));
     qp->sq_inline_size = (max_inline + 15) & ~15u;
+    /* a byte more: never a zero-size allocation, which may be NULL */
     qp->sq_inline      = calloc(1, (size_t)(qp->sq_mask + 1) *
-                                       qp->sq_inline_size + 1);
+                                   qp->sq_inline_size + 1);
     /* its number, the device's: taken in the registry, as a NIC's
      * firmware gives it (a slow path, as creation is on a NIC) */
     if ((qp->sq == NULL) || (qp->sq_inline == NULL) ||

@@ -44,8 +44,9 @@
 #define UCT_RC_TM_TMH_LEN          sizeof(struct ibv_tmh)
 #define UCT_RC_TM_RNDV_HDR_LEN     (sizeof(struct ibv_tmh) + \
                                     sizeof(struct ibv_rvh))
-/* Inline sends are built in a buffer on the stack: at most this many bytes
- * go inline, whatever the device grants */
+/* At most this many bytes go inline, whatever the device grants: some
+ * inline sends are built in a buffer on the stack, and every short send is
+ * checked against it, in builds without UCX's parameter checks too */
 #define UCT_RC_TM_SHORT_MAX        1024
 /* The longest header of a software rendezvous request: what a 256-byte
  * inline send holds after the TMH, about what rc_mlx5's WQE takes inline
@@ -378,9 +379,9 @@ typedef struct uct_rc_tm_iface {
      * parameters (ENABLE_PARAMS_CHECK), the sends check their lengths and
      * iov counts against these very numbers */
     uct_rc_tm_iface_cap_t     cap;
-    size_t                    rndv_request_max_hdr; /* no field of cap: what
-                                                       fits inline, to
-                                                       UCT_RC_TM_RNDV_REQUEST_MAX_HDR */
+    /* no field of cap: what fits inline, up to
+     * UCT_RC_TM_RNDV_REQUEST_MAX_HDR */
+    size_t                    rndv_request_max_hdr;
 } uct_rc_tm_iface_t;
 
 
