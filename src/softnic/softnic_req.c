@@ -383,22 +383,24 @@ static int sn_wqe_fill(sn_qp_t *qp, const struct ibv_send_wr *wr,
 }
 
 /*
- * Fast path of an inline SEND: when nothing waits ahead of it and the ring
- * has room, the data goes from the gather list straight into the ring (one
- * copy, as for a non-inline SEND) and the send queue entry keeps only what
- * its completion needs.  Same result as filling the entry and pushing it.
+ * Fast path of a SEND: when nothing waits ahead of it and the ring has
+ * room, the data goes from the gather list straight into the ring (one
+ * copy, inline or not) and the send queue entry keeps only what its
+ * completion needs.  Same result as filling the entry and pushing it: the
+ * keys are checked as the push checks them, and a request the push would
+ * fail, or one it must hold, takes that path.
  */
-static inline bool sn_post_inline_direct(sn_qp_t *qp,
-                                         const struct ibv_send_wr *wr,
-                                         sn_wqe_t *wqe)
+static inline bool sn_post_send_direct(sn_qp_t *qp,
+                                       const struct ibv_send_wr *wr,
+                                       sn_wqe_t *wqe)
 {
+    bool inl     = wr->send_flags & IBV_SEND_INLINE;
     uint64_t len = 0;
     sn_rec_t *rec;
     uint8_t *dst;
     int i;
 
     if (((wr->opcode != IBV_WR_SEND) && (wr->opcode != IBV_WR_SEND_WITH_IMM)) ||
-        !(wr->send_flags & IBV_SEND_INLINE) ||
         (qp->ibv.state != IBV_QPS_RTS) || qp->pkey_drop ||
         (qp->sq_sent != qp->sq_tail) || (qp->fin_count != 0) ||
         (wr->num_sge < 0) ||
@@ -407,8 +409,14 @@ static inline bool sn_post_inline_direct(sn_qp_t *qp,
     }
     for (i = 0; i < wr->num_sge; ++i) {
         len += wr->sg_list[i].length;
+        if (!inl && !sn_key_check(sn_qp_ctx(qp)->seg, wr->sg_list[i].lkey,
+                                  wr->sg_list[i].addr,
+                                  wr->sg_list[i].length, 0)) {
+            return false;               /* the push fails it */
+        }
     }
-    if ((len > qp->attr.cap.max_inline_data) || (len > qp->max_send_size)) {
+    if ((inl && (len > qp->attr.cap.max_inline_data)) ||
+        (len > qp->max_send_size)) {
         return false;                   /* sn_wqe_fill() reports it */
     }
     rec = sn_ring_reserve(qp, (uint32_t)len);
@@ -452,7 +460,7 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
             break;
         }
         wqe = sn_sq_wqe(qp, qp->sq_tail);
-        if (sn_post_inline_direct(qp, wr, wqe)) {
+        if (sn_post_send_direct(qp, wr, wqe)) {
             qp->sig_pending += wqe->signaled;
             ++qp->sq_tail;
             ++qp->sq_sent;
@@ -482,8 +490,8 @@ static int sn_post_send_locked(sn_qp_t *qp, struct ibv_send_wr *wr,
 }
 
 /*
- * The common post, inline: one inline SEND, nothing waiting ahead of it,
- * room in the ring.  What sn_post_send_locked does for it, without the
+ * The common post, inline: one SEND, nothing waiting ahead of it, room
+ * in the ring.  What sn_post_send_locked does for it, without the
  * look at what waits to be pushed (nothing does): the record, the entry
  * its completion needs, the peer's doorbell, the busy list.
  */
@@ -496,7 +504,7 @@ static inline bool sn_post_send_fast(sn_qp_t *qp, struct ibv_send_wr *wr)
         return false;
     }
     wqe = sn_sq_wqe(qp, qp->sq_tail);
-    if (!sn_post_inline_direct(qp, wr, wqe)) {
+    if (!sn_post_send_direct(qp, wr, wqe)) {
         return false;
     }
     qp->sig_pending += wqe->signaled;

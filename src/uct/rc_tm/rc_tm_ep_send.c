@@ -207,7 +207,9 @@ ucs_status_t uct_rc_tm_ep_send_ctl(uct_rc_tm_ep_t *ep, const void *msg,
                                  IBV_SEND_INLINE, 0, 0, 0, NULL);
 }
 
-/* A message built in a send buffer: TMH | pack_cb's payload */
+/* A message built in a send buffer: TMH | pack_cb's payload.  One that
+ * fits the QP's inline data goes inline: the buffer is free again at post,
+ * with no completion to wait for, and the device reads no key */
 static ssize_t uct_rc_tm_ep_send_bcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op,
                                        uint32_t app_ctx, uint64_t tag,
                                        uint64_t imm, int with_imm,
@@ -218,6 +220,7 @@ static ssize_t uct_rc_tm_ep_send_bcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op,
     struct ibv_tmh *tmh;
     ucs_status_t status;
     size_t length;
+    int inline_send;
 
     status = uct_rc_tm_ep_get_op(ep, uct_rc_tm_tx_op_done, NULL, &op);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -234,16 +237,19 @@ static ssize_t uct_rc_tm_ep_send_bcopy(uct_rc_tm_ep_t *ep, uint8_t tmh_op,
         return UCS_ERR_EXCEEDS_LIMIT;
     }
 
+    inline_send = (UCT_RC_TM_TMH_LEN + length) <=
+                  uct_rc_tm_ep_iface(ep)->config.max_inline;
     status = uct_rc_tm_ep_send_sge(ep, with_imm ? IBV_WR_SEND_WITH_IMM :
                                                   IBV_WR_SEND,
                                    tmh, UCT_RC_TM_TMH_LEN + length,
-                                   uct_rc_tm_tx_op_lkey(op), 0,
-                                   htobe32((uint32_t)imm), 0, 0, op);
-    if (ucs_unlikely(status != UCS_OK)) {
+                                   uct_rc_tm_tx_op_lkey(op),
+                                   inline_send ? IBV_SEND_INLINE : 0,
+                                   htobe32((uint32_t)imm), 0, 0,
+                                   inline_send ? NULL : op);
+    if (ucs_unlikely(status != UCS_OK) || inline_send) {
         uct_rc_tm_tx_op_release(op);
-        return status;
     }
-    return length;
+    return ucs_likely(status == UCS_OK) ? (ssize_t)length : status;
 }
 
 /* TMH (and header) from a send buffer, then the user's iov: two SGEs */

@@ -231,6 +231,60 @@ TEST_F(soft_pair, untagged_buffer_deregistered_after_post_is_protection_error)
               std::string(&region[1024], msg.size()));
 }
 
+/* A SEND's gather entries are translated when the NIC reads them, even
+ * with nothing ahead of it in its queue: an entry under a wrong key, or
+ * past its region's end, second of two or alone, fails at its requester
+ * (LOC_PROT_ERR, the QP in error, the next send flushed), and nothing of it
+ * reaches the peer: the untagged buffer it would have taken holds the
+ * message of the connection that comes after */
+TEST_F(soft_pair, send_with_a_bad_gather_entry_fails_at_its_requester)
+{
+    std::vector<char> small(64, 'x');
+    const std::string msg = "after the failed sends";
+    tm_dev_mr_t *small_mr;
+    std::vector<char*> bufs;
+    tm_dev_wc_t wc;
+
+    ASSERT_EQ(0, tm_dev_reg_mr(s.dev, small.data(), small.size(), 0,
+                               &small_mr));
+    s.extra_mrs.push_back(small_mr);
+    const char *good = s.alloc(64);
+    const std::vector<std::vector<ibv_sge>> cases = {
+        {{(uintptr_t)good, 64, s.mr->lkey + 1}},
+        {{(uintptr_t)small.data(), 128, small_mr->lkey}},
+        {{(uintptr_t)good, 64, s.mr->lkey},
+         {(uintptr_t)small.data(), 65, small_mr->lkey}},
+    };
+
+    r.post_rbufs(1, 256, 100, &bufs);
+    for (std::vector<ibv_sge> sges : cases) {
+        tm_dev_conn_t *c = s.create_conn(), *peer = r.create_conn();
+        ASSERT_NO_FATAL_FAILURE(connect_pair(s, c, r, peer));
+        struct ibv_send_wr wr, *bad;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id      = 1;
+        wr.opcode     = IBV_WR_SEND;
+        wr.sg_list    = sges.data();
+        wr.num_sge    = (int)sges.size();
+        wr.send_flags = IBV_SEND_SIGNALED;
+        ASSERT_EQ(0, tm_dev_post_send(c, &wr, &bad));
+        ASSERT_EQ(0, s.send(c, msg, 2));
+
+        ASSERT_TRUE(s.next(&wc));
+        EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status) << sges.size() << " entries";
+        EXPECT_EQ(1u, wc.wr_id);
+        ASSERT_TRUE(s.next(&wc));
+        EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+        EXPECT_EQ(2u, wc.wr_id);
+    }
+
+    ASSERT_EQ(0, s.send(cs, msg, 3));
+    ASSERT_TRUE(r.next(&wc));
+    EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+    EXPECT_EQ(100u, wc.wr_id);
+    EXPECT_EQ(msg, std::string(bufs[0], msg.size()));
+}
+
 /* NO_TAG, FIN and messages shorter than a TMH go whole to an untagged
  * buffer, never to a listed entry.  Of them only the FIN counts as
  * unexpected, because it arrived on the receive-only QP, where no NIC's

@@ -85,6 +85,39 @@ TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
     }
 }
 
+/* Copy sends small enough to go inline (800 B) behind large ones that
+ * fill the ring: they wait in the send queue while their send buffer is
+ * free again at post, taken by the next send; each arrives, in order,
+ * with its own data */
+TEST_F(rc_tm_backlog, eager_bcopy_of_inline_size_waits_for_room)
+{
+    open();
+    const unsigned large = 48;  /* 8000 B each: more than the ring holds */
+    std::vector<std::vector<char>> datas;
+    size_t bytes = 0;
+    for (unsigned i = 0; i < 2048; ++i) {
+        datas.push_back(payload(i, (i < large) ? 8000 : 800));
+    }
+    unsigned sent = burst(datas.size(), [&](unsigned i) {
+        return uct_ep_tag_eager_bcopy(ep(), 0x100 + i, i, pack, &datas[i], 0);
+    });
+    for (unsigned i = 0; i < sent; ++i) {
+        bytes += datas[i].size();
+    }
+    ASSERT_GT(sent, large);
+    ASSERT_GT(bytes, 2 * RING_BYTES) << sent << " sends: the burst fits the ring";
+
+    ASSERT_TRUE(progress_until(m_receiver, [&] {
+        return m_receiver.unexpected.size() >= sent;
+    })) << m_receiver.unexpected.size() << " of " << sent << " arrived";
+    for (unsigned i = 0; i < sent; ++i) {
+        const unexpected_msg &m = m_receiver.unexpected[i];
+        ASSERT_EQ(0x100u + i, m.tag) << "out of order";
+        EXPECT_EQ(i, m.imm);
+        EXPECT_EQ(datas[i], m.data) << i;
+    }
+}
+
 /* Expected: receives posted first, more than the device lists, each filled
  * by the message of its tag */
 TEST_F(rc_tm_backlog, eager_bcopy_expected)
