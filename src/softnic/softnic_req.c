@@ -87,17 +87,23 @@ static void sn_wqe_gather(const sn_qp_t *qp, const sn_wqe_t *wqe,
     }
 }
 
-static bool sn_wqe_lkeys_ok(sn_context_t *ctx, const sn_wqe_t *wqe)
+static bool sn_sges_lkeys_ok(sn_context_t *ctx, const struct ibv_sge *sge,
+                             uint32_t num_sge)
 {
     uint32_t i;
 
-    for (i = 0; i < wqe->num_sge; ++i) {
-        if (!sn_key_check(ctx->seg, wqe->sge[i].lkey, wqe->sge[i].addr,
-                          wqe->sge[i].length, 0)) {
+    for (i = 0; i < num_sge; ++i) {
+        if (!sn_key_check(ctx->seg, sge[i].lkey, sge[i].addr, sge[i].length,
+                          0)) {
             return false;
         }
     }
     return true;
+}
+
+static bool sn_wqe_lkeys_ok(sn_context_t *ctx, const sn_wqe_t *wqe)
+{
+    return sn_sges_lkeys_ok(ctx, wqe->sge, wqe->num_sge);
 }
 
 /* RDMA READ/WRITE: checks both keys, then one copy per local entry */
@@ -409,15 +415,13 @@ static inline bool sn_post_send_direct(sn_qp_t *qp,
     }
     for (i = 0; i < wr->num_sge; ++i) {
         len += wr->sg_list[i].length;
-        if (!inl && !sn_key_check(sn_qp_ctx(qp)->seg, wr->sg_list[i].lkey,
-                                  wr->sg_list[i].addr,
-                                  wr->sg_list[i].length, 0)) {
-            return false;               /* the push fails it */
-        }
     }
-    if ((inl && (len > qp->attr.cap.max_inline_data)) ||
-        (len > qp->max_send_size)) {
-        return false;                   /* sn_wqe_fill() reports it */
+    if (inl ? (len > qp->attr.cap.max_inline_data) :
+              !sn_sges_lkeys_ok(sn_qp_ctx(qp), wr->sg_list, wr->num_sge)) {
+        return false;       /* sn_wqe_fill() reports it, or the push fails it */
+    }
+    if (len > qp->max_send_size) {
+        return false;
     }
     rec = sn_ring_reserve(qp, (uint32_t)len);
     if (rec == NULL) {
