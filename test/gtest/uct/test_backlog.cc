@@ -50,6 +50,23 @@ protected:
         return i;
     }
 
+    /* Progresses the receiver until the first sent of datas, sent with
+     * tags 0x100 + i and immediate data i, reached the unexpected callback:
+     * each in order, with its data */
+    void expect_unexpected_in_order(const std::vector<std::vector<char>> &datas,
+                                    unsigned sent)
+    {
+        ASSERT_TRUE(progress_until(m_receiver, [&] {
+            return m_receiver.unexpected.size() >= sent;
+        })) << m_receiver.unexpected.size() << " of " << sent << " arrived";
+        for (unsigned i = 0; i < sent; ++i) {
+            const unexpected_msg &m = m_receiver.unexpected[i];
+            ASSERT_EQ(0x100u + i, m.tag) << "out of order";
+            EXPECT_EQ(i, m.imm);
+            EXPECT_EQ(datas[i], m.data) << i;
+        }
+    }
+
     /* The software NIC's ring for rc_tm's largest SEND (64 KiB) holds
      * 256 KiB: a burst of more than twice that has to wait for room */
     static const size_t RING_BYTES = 256 * 1024;
@@ -74,15 +91,7 @@ TEST_F(rc_tm_backlog, eager_bcopy_unexpected)
     ASSERT_GT(sent * size, 2 * RING_BYTES)
         << sent << " sends: the burst fits the ring";
 
-    ASSERT_TRUE(progress_until(m_receiver, [&] {
-        return m_receiver.unexpected.size() >= sent;
-    })) << m_receiver.unexpected.size() << " of " << sent << " arrived";
-    for (unsigned i = 0; i < sent; ++i) {
-        const unexpected_msg &m = m_receiver.unexpected[i];
-        ASSERT_EQ(0x100u + i, m.tag) << "out of order";
-        EXPECT_EQ(i, m.imm);
-        EXPECT_EQ(datas[i], m.data) << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_unexpected_in_order(datas, sent));
 }
 
 /* Copy sends small enough to go inline (800 B) behind large ones that
@@ -107,15 +116,7 @@ TEST_F(rc_tm_backlog, eager_bcopy_of_inline_size_waits_for_room)
     ASSERT_GT(sent, large);
     ASSERT_GT(bytes, 2 * RING_BYTES) << sent << " sends: the burst fits the ring";
 
-    ASSERT_TRUE(progress_until(m_receiver, [&] {
-        return m_receiver.unexpected.size() >= sent;
-    })) << m_receiver.unexpected.size() << " of " << sent << " arrived";
-    for (unsigned i = 0; i < sent; ++i) {
-        const unexpected_msg &m = m_receiver.unexpected[i];
-        ASSERT_EQ(0x100u + i, m.tag) << "out of order";
-        EXPECT_EQ(i, m.imm);
-        EXPECT_EQ(datas[i], m.data) << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_unexpected_in_order(datas, sent));
 }
 
 /* Expected: receives posted first, more than the device lists, each filled
