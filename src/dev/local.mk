@@ -11,6 +11,7 @@ src_dev_libtm_dev_la_SOURCES = \
 	src/dev/verbs/verbs_lib.c \
 	src/dev/verbs/verbs_caps.c \
 	src/dev/verbs/verbs_dev.c \
+	src/dev/verbs/verbs_port.c \
 	src/dev/verbs/verbs_queue.c \
 	src/dev/verbs/verbs_conn.c
 src_dev_libtm_dev_la_LIBADD  = src/softnic/libsoftnic.la $(VERBS_LIBS)

@@ -10,6 +10,7 @@
  *
  * Files:
  *   verbs_dev.c    discovery, open / close, capabilities, addresses, MRs
+ *   verbs_port.c   the port: which one, its GID and P_Key index
  *   verbs_queue.c  CQs (polling the extended CQ), the TM-SRQ
  *   verbs_conn.c   RC QPs: creation, INIT / RTR / RTS, connections to a
  *                  remote SRQ (the software NIC's extension)
@@ -24,6 +25,7 @@
 #include "dev/tm_dev.h"
 #include "verbs_lib.h"
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
@@ -205,9 +207,20 @@ int  tm_verbs_probe_srq_create(const tm_verbs_lib_t *lib,
 void tm_verbs_probe_srq_destroy(const tm_verbs_lib_t *lib,
                                 struct ibv_cq_ex *cq, struct ibv_srq *srq);
 
-/* verbs_dev.c: port attributes read again (a port event): new
- * connections take the new LID, MTU and P_Key index */
+/* verbs_port.c: the first active port (ENETDOWN if none); the port a
+ * device opens on (its GID and P_Key index chosen); its attributes read
+ * again (a port event): new connections take the new LID, MTU and P_Key
+ * index */
+int  tm_verbs_port_active(struct ibv_context *ctx, uint8_t nports,
+                          uint8_t *port_num, struct ibv_port_attr *attr);
+int  tm_verbs_port_init(tm_verbs_dev_t *dev);
 int  tm_verbs_port_refresh(tm_verbs_dev_t *dev);
+
+/* errno of a failed verbs call that returns NULL, never 0 */
+static inline int tm_verbs_errno(int fallback)
+{
+    return (errno != 0) ? errno : fallback;
+}
 
 /* Whether a TM-SRQ can be created on the device at all: a PD, a CQ and a
  * TM-SRQ, destroyed again.  0, or the errno of what failed. */
