@@ -43,6 +43,17 @@ def ratio_label(value, _pos=None):
     return "1/%g" % (1 / value)
 
 
+def rotated(items, turn):
+    """items started at position turn (mod their number): each round of an
+    interleaved comparison starts with another transport, so that none
+    always runs first (after a pause, on caches another job left) or
+    always right after the same neighbour."""
+    if not items:
+        return list(items)
+    turn %= len(items)
+    return list(items[turn:]) + list(items[:turn])
+
+
 def describe_failure(what, text):
     lines = [l for l in text.splitlines() if l.strip()]
     return "%s:\n    %s" % (what, "\n    ".join(lines[-12:]) or "(no output)")

@@ -3,7 +3,9 @@
 
 Runs Debian's stock ucx_perftest (server and client, two processes on this
 host) for each test, message size and transport, interleaving transports
-within every repetition so they share the machine's noise, and prints the
+within every repetition so they share the machine's noise (each repetition,
+and each round of the MPI benchmarks, starts with the next transport of the
+list, so none always runs first), and prints the
 median of each figure with its ratio to the reference transport measured in
 the same run: sm by default, what UCX picks on one host when no transport is
 named (shared memory, sysv or posix as UCP chooses, with cma single-copy
@@ -63,7 +65,8 @@ import time
 
 from perftest_common import (CpuUse, Progress, count_name, cpu_model,
                              describe_failure, nproc, parse_size, ratio_label,
-                             run_reporting, short_size_name, size_name)
+                             rotated, run_reporting, short_size_name,
+                             size_name)
 from perftest_mpi import Halo, ManyPeers, OVERLAP_TRANSPORTS, Overlap
 
 # UCX_TLS for each transport: only that transport may carry the traffic.
@@ -646,7 +649,7 @@ def main():
     for rep in range(args.repeat):
         for test in tests:
             for size in sizes:
-                for tl in tls:
+                for tl in rotated(tls, rep):
                     cell = cells[(test, size, tl)]
                     iters = cell.iterations(args.budget, slowdown)
                     progress.step("run %d/%d  %-12s %-8s %-6s n=%d" %

@@ -9,7 +9,7 @@ import subprocess
 import textwrap
 
 from perftest_common import (CpuUse, describe_failure, nproc, parse_size,
-                             run_reporting, size_name, time_text)
+                             rotated, run_reporting, size_name, time_text)
 
 
 def mpirun_command(mpirun, module, ucx_tls, ranks, extra_env=()):
@@ -149,7 +149,7 @@ class Overlap:
             progress.note("%s: %s (%s)" % (tl, NOT_AVAILABLE, why))
         cpu_use = CpuUse()
         for run in range(self.runs):
-            for tl in self.run_tls():
+            for tl in rotated(self.run_tls(), run):
                 if tl in self.failures or tl in self.unavailable:
                     continue
                 why = self.run_one(tl, run, progress)
@@ -316,7 +316,7 @@ class ManyPeers:
             self.command(self.ranks[-1], self.tls[0])))
         for run in range(self.runs):
             for ranks in self.ranks:
-                for tl in self.tls:
+                for tl in rotated(self.tls, run):
                     progress.step("many peers run %d/%d  %d ranks  %s" %
                                   (run + 1, self.runs, ranks, tl))
                     if (ranks, tl) in self.failures:
@@ -439,7 +439,7 @@ class Halo:
         cpu_use = CpuUse()
         for run in range(self.runs):
             for ranks in self.ranks:
-                for tl in self.tls:
+                for tl in rotated(self.tls, run):
                     if (ranks, tl) in self.failures:
                         continue
                     why = self.run_one(ranks, tl, run, progress)
