@@ -44,14 +44,12 @@ def ratio_label(value, _pos=None):
 
 
 def rotated(items, turn):
-    """items started at position turn (mod their number): each round of an
-    interleaved comparison starts with another transport, so that none
-    always runs first (after a pause, on caches another job left) or
-    always right after the same neighbour."""
-    if not items:
-        return list(items)
-    turn %= len(items)
-    return list(items[turn:]) + list(items[:turn])
+    """items from position turn (mod their number) on: each round of an
+    interleaved comparison starts with another transport, so none always
+    runs first or always right after the same one."""
+    items = list(items)
+    turn = turn % len(items) if items else 0
+    return items[turn:] + items[:turn]
 
 
 def describe_failure(what, text):
