@@ -18,6 +18,8 @@
 
 #define UCT_RC_TM_MAX_DEVICES      16
 #define UCT_RC_TM_SOFT_TX_INLINE   828  /* all a mlx5 WQE of 1 KiB holds */
+#define UCT_RC_TM_SRQ_DEPTH        1024 /* a quarter of UCX's RC RX_QUEUE_LEN */
+#define UCT_RC_TM_SOFT_SRQ_DEPTH   64   /* UCX's UCX_MM_FIFO_SIZE */
 
 
 /* UCX_RC_TM_SOFT_PROGRESS, in the order of TM_DEV_SOFT_PROGRESS_* */
@@ -51,12 +53,17 @@ ucs_config_field_t uct_rc_tm_md_config_table[] = {
      ucs_offsetof(uct_rc_tm_md_config_t, max_list_ops),
      UCS_CONFIG_TYPE_ULUNITS},
 
-    {"SRQ_DEPTH", "1024",
+    {"SRQ_DEPTH", "auto",
      "Number of untagged receive buffers in the tag-matching SRQ; at least 33,\n"
      "which a mlx5 tag-matching SRQ needs. Each buffer is UCX_RC_TM_SEG_SIZE\n"
-     "bytes, all posted at once: 1024 pin 8 MiB per interface (UCX's RC\n"
-     "receive queue, UCX_RC_RX_QUEUE_LEN=4095, pins 33 MiB).",
-     ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_UINT},
+     "bytes, all posted at once. 'auto' posts 1024 on a NIC (8 MiB; UCX's RC\n"
+     "receive queue, UCX_RC_RX_QUEUE_LEN=4095, pins 33 MiB), where a message\n"
+     "that finds none is retried after a receiver-not-ready delay; and 64 on\n"
+     "the software NIC, as UCX's shared memory FIFO (UCX_MM_FIFO_SIZE): its\n"
+     "CPU writes each message into the next buffer, which fewer buffers keep\n"
+     "in the cache, and a message that finds none waits in the sender's ring\n"
+     "until software posts more, without a delay.",
+     ucs_offsetof(uct_rc_tm_md_config_t, srq_depth), UCS_CONFIG_TYPE_ULUNITS},
 
     {"TX_MIN_INLINE", "auto",
      "Bytes of inline data to ask of each send QP (as UCX_RC_TX_MIN_INLINE);\n"
@@ -449,6 +456,16 @@ static uint32_t uct_rc_tm_md_tx_inline(const uct_rc_tm_md_config_t *config,
     return info->soft ? UCT_RC_TM_SOFT_TX_INLINE : 0;
 }
 
+/* Untagged buffers to post: 'auto' as the device wants them */
+static unsigned long uct_rc_tm_md_srq_depth(const uct_rc_tm_md_config_t *config,
+                                            const tm_dev_info_t *info)
+{
+    if (config->srq_depth != UCS_ULUNITS_AUTO) {
+        return config->srq_depth;
+    }
+    return info->soft ? UCT_RC_TM_SOFT_SRQ_DEPTH : UCT_RC_TM_SRQ_DEPTH;
+}
+
 /* The QPs' local ACK timeout exponent for a time: the least that waits as
  * long (4.096 us * 2^exp), at least 1; 0 past the largest */
 static uint8_t uct_rc_tm_md_timeout_exp(double timeout)
@@ -514,10 +531,12 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                   config->timeout, config->retry_count);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) {
-        ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH (%u) must be at least %u, the "
-                  "untagged buffers a mlx5 tag-matching SRQ needs",
-                  config->srq_depth, TM_DEV_MIN_SRQ_DEPTH);
+    if ((config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) ||
+        ((config->srq_depth > UINT32_MAX) &&
+         (config->srq_depth != UCS_ULUNITS_AUTO))) {
+        ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH must be 'auto' or within %u "
+                  "(the untagged buffers a mlx5 tag-matching SRQ needs) and "
+                  "%u", TM_DEV_MIN_SRQ_DEPTH, UINT32_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -545,7 +564,7 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
 
     attr.max_num_tags      = config->list_size;
     attr.max_ops           = max_ops;
-    attr.srq_depth         = config->srq_depth;
+    attr.srq_depth         = uct_rc_tm_md_srq_depth(config, &info);
     attr.max_inline        = uct_rc_tm_md_tx_inline(config, &info);
     attr.eager_packet_size = ucs_min(config->soft_packet_size, UINT32_MAX);
     attr.soft_progress     = config->soft_progress;

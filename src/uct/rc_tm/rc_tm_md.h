@@ -29,7 +29,8 @@ typedef struct uct_rc_tm_md_config {
     unsigned                 list_size;        /* device tag list entries */
     size_t                   max_list_ops;     /* outstanding list operations,
                                                   or UCS_ULUNITS_AUTO */
-    unsigned                 srq_depth;        /* untagged receive buffers */
+    unsigned long            srq_depth;        /* untagged receive buffers, or
+                                                  UCS_ULUNITS_AUTO */
     size_t                   tx_min_inline;    /* inline bytes asked of each
                                                   send QP, or
                                                   UCS_MEMUNITS_AUTO */

@@ -118,20 +118,27 @@ TEST_F(rc_tm_component, invalid_config_is_refused)
     uct_config_release(config);
 }
 
-/* A mlx5 TM-SRQ needs 33 untagged buffers (rdma-core's tests): fewer is a
- * configuration error at md open, and 33 works */
+/* A mlx5 TM-SRQ needs 33 untagged buffers (rdma-core's tests): fewer, or
+ * more than a verbs SRQ can be asked for, is a configuration error at md
+ * open; 33 and 'auto' work */
 TEST_F(rc_tm_component, srq_of_fewer_than_33_buffers_is_refused)
 {
     uct_md_config_t *config;
     uct_md_h md;
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
-    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", "32"));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
-              uct_md_open(m_component, m_md_name.c_str(), config, &md));
-    ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", "33"));
-    ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name.c_str(), config,
-                                  &md));
-    uct_md_close(md);
+    for (const char *depth : {"32", "inf", "4294967296"}) {
+        ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", depth));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+                  uct_md_open(m_component, m_md_name.c_str(), config, &md))
+                << "SRQ_DEPTH=" << depth;
+    }
+    for (const char *depth : {"33", "auto"}) {
+        ASSERT_EQ(UCS_OK, rc_tm_config_modify(config, "SRQ_DEPTH", depth));
+        ASSERT_EQ(UCS_OK, uct_md_open(m_component, m_md_name.c_str(), config,
+                                      &md))
+                << "SRQ_DEPTH=" << depth;
+        uct_md_close(md);
+    }
     uct_config_release(config);
 }
 

@@ -797,3 +797,36 @@ TEST_F(rc_tm_tag, receive_cq_holds_the_worst_case)
     }
     EXPECT_EQ(0x100u + num_tags, m_receiver.unexpected.front().tag);
 }
+
+/* By default the software NIC's SRQ holds 64 untagged buffers (UCX's shared
+ * memory FIFO, UCX_RC_TM_SRQ_DEPTH=auto): 64 unexpected messages find one,
+ * the next waits on its connection (RNR), and once software posts buffers
+ * again every message arrives, in order, none lost */
+TEST_F(rc_tm_tag, soft_srq_posts_64_buffers_and_later_messages_wait)
+{
+    const unsigned count = 100;
+    open();
+    tm_dev_t *dev;
+    tm_dev_srq_t *srq;
+    uct_rc_tm_iface_device(m_receiver.iface, &dev, &srq);
+    ASSERT_TRUE(softnic_is_soft(dev));
+    softnic_test_set_mode(dev, SOFTNIC_MODE_MANUAL);
+
+    std::vector<std::vector<char>> data;
+    for (unsigned i = 0; i < count; ++i) {
+        data.push_back(pattern(64 + i, (uint8_t)i));
+        send_eager_bcopy(0x300 + i, data.back());
+    }
+    unsigned placed = 0;
+    while (softnic_test_step_any_arrival(srq) == 0) {
+        ++placed;
+    }
+    EXPECT_EQ(64u, placed);
+    softnic_test_set_mode(dev, SOFTNIC_MODE_AUTO);
+
+    ASSERT_TRUE(wait_for([&] { return m_receiver.unexpected.size() == count; }));
+    for (unsigned i = 0; i < count; ++i) {
+        EXPECT_EQ(0x300u + i, m_receiver.unexpected[i].tag) << i;
+        EXPECT_EQ(data[i], m_receiver.unexpected[i].data) << i;
+    }
+}
