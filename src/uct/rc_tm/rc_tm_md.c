@@ -531,9 +531,9 @@ ucs_status_t uct_rc_tm_md_open(uct_component_t *component,
                   config->timeout, config->retry_count);
         return UCS_ERR_INVALID_PARAM;
     }
-    if ((config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) ||
-        ((config->srq_depth > UINT32_MAX) &&
-         (config->srq_depth != UCS_ULUNITS_AUTO))) {
+    if ((config->srq_depth != UCS_ULUNITS_AUTO) &&
+        ((config->srq_depth < TM_DEV_MIN_SRQ_DEPTH) ||
+         (config->srq_depth > UINT32_MAX))) {
         ucs_error("rc_tm: UCX_RC_TM_SRQ_DEPTH must be 'auto' or within %u "
                   "(the untagged buffers a mlx5 tag-matching SRQ needs) and "
                   "%u", TM_DEV_MIN_SRQ_DEPTH, UINT32_MAX);
